@@ -1,0 +1,222 @@
+/*
+ * attr.c -- pool attributes, pthread-attr style: an opaque object with a
+ * setter and a getter per setting. Every setter validates its input and
+ * returns TT_EINVAL for a NULL object; settings of later stages (waits,
+ * pinning) are stored here and read by the pool.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void tt__attr_defaults(struct tt_pool_attr *a)
+{
+    memset(a, 0, sizeof *a);
+    a->threads = 0;
+    a->stack_size = TT__DEFAULT_STACK_SIZE;
+    a->qos = TT_QOS_DEFAULT;
+    a->idle_spin_ns = TT__DEFAULT_IDLE_SPIN_NS;
+    a->idle_serves_pool = false;
+    a->acquire_timeout_ns = TT__DEFAULT_ACQUIRE_TIMEOUT_NS;
+    a->spin_polls = TT__DEFAULT_SPIN_POLLS;
+    a->pin_participants = false;
+    a->costs_set = false;
+}
+
+bool tt__attr_dedicated(const struct tt_pool_attr *a)
+{
+    return a->thread_name != NULL || a->on_start_set || a->stack_size_set ||
+           a->qos != TT_QOS_DEFAULT;
+}
+
+int tt_pool_attr_create(tt_pool_attr **attr)
+{
+    if (!attr)
+        return TT_EINVAL;
+    *attr = NULL;
+    struct tt_pool_attr *a = malloc(sizeof *a);
+    if (!a)
+        return TT_ENOMEM;
+    tt__attr_defaults(a);
+    *attr = a;
+    return TT_OK;
+}
+
+void tt_pool_attr_destroy(tt_pool_attr *attr)
+{
+    if (!attr)
+        return;
+    free(attr->thread_name);
+    free(attr);
+}
+
+int tt_pool_attr_set_threads(tt_pool_attr *attr, unsigned threads)
+{
+    if (!attr)
+        return TT_EINVAL;
+    attr->threads = threads;
+    return TT_OK;
+}
+
+int tt_pool_attr_get_threads(const tt_pool_attr *attr, unsigned *threads)
+{
+    if (!attr || !threads)
+        return TT_EINVAL;
+    *threads = attr->threads;
+    return TT_OK;
+}
+
+int tt_pool_attr_set_thread_name(tt_pool_attr *attr, const char *name)
+{
+    if (!attr || (name && !*name))
+        return TT_EINVAL;
+    char *copy = NULL;
+    if (name) {
+        copy = strdup(name);
+        if (!copy)
+            return TT_ENOMEM;
+    }
+    free(attr->thread_name);
+    attr->thread_name = copy;
+    return TT_OK;
+}
+
+int tt_pool_attr_get_thread_name(const tt_pool_attr *attr, const char **name)
+{
+    if (!attr || !name)
+        return TT_EINVAL;
+    *name = attr->thread_name;
+    return TT_OK;
+}
+
+int tt_pool_attr_set_stack_size(tt_pool_attr *attr, size_t bytes)
+{
+    if (!attr || bytes < TT__MIN_STACK_SIZE)
+        return TT_EINVAL;
+    attr->stack_size = bytes;
+    attr->stack_size_set = true;
+    return TT_OK;
+}
+
+int tt_pool_attr_get_stack_size(const tt_pool_attr *attr, size_t *bytes)
+{
+    if (!attr || !bytes)
+        return TT_EINVAL;
+    *bytes = attr->stack_size;
+    return TT_OK;
+}
+
+int tt_pool_attr_set_on_start(tt_pool_attr *attr, tt_on_start_fn fn, void *arg)
+{
+    if (!attr)
+        return TT_EINVAL;
+    attr->on_start = fn;
+    attr->on_start_arg = fn ? arg : NULL;
+    attr->on_start_set = fn != NULL;
+    return TT_OK;
+}
+
+int tt_pool_attr_get_on_start(const tt_pool_attr *attr, tt_on_start_fn *fn, void **arg)
+{
+    if (!attr || !fn || !arg)
+        return TT_EINVAL;
+    *fn = attr->on_start;
+    *arg = attr->on_start_arg;
+    return TT_OK;
+}
+
+int tt_pool_attr_set_qos(tt_pool_attr *attr, tt_qos qos)
+{
+    if (!attr || (unsigned)qos > (unsigned)TT_QOS_USER_INTERACTIVE)
+        return TT_EINVAL;
+    attr->qos = qos;
+    return TT_OK;
+}
+
+int tt_pool_attr_get_qos(const tt_pool_attr *attr, tt_qos *qos)
+{
+    if (!attr || !qos)
+        return TT_EINVAL;
+    *qos = attr->qos;
+    return TT_OK;
+}
+
+int tt_pool_attr_set_idle_spin(tt_pool_attr *attr, uint64_t ns)
+{
+    if (!attr)
+        return TT_EINVAL;
+    attr->idle_spin_ns = ns;
+    return TT_OK;
+}
+
+int tt_pool_attr_get_idle_spin(const tt_pool_attr *attr, uint64_t *ns)
+{
+    if (!attr || !ns)
+        return TT_EINVAL;
+    *ns = attr->idle_spin_ns;
+    return TT_OK;
+}
+
+int tt_pool_attr_set_idle_serves_pool(tt_pool_attr *attr, bool on)
+{
+    if (!attr)
+        return TT_EINVAL;
+    attr->idle_serves_pool = on;
+    return TT_OK;
+}
+
+int tt_pool_attr_get_idle_serves_pool(const tt_pool_attr *attr, bool *on)
+{
+    if (!attr || !on)
+        return TT_EINVAL;
+    *on = attr->idle_serves_pool;
+    return TT_OK;
+}
+
+int tt_pool_attr_set_acquire_timeout(tt_pool_attr *attr, uint64_t ns)
+{
+    if (!attr)
+        return TT_EINVAL;
+    attr->acquire_timeout_ns = ns;
+    return TT_OK;
+}
+
+int tt_pool_attr_get_acquire_timeout(const tt_pool_attr *attr, uint64_t *ns)
+{
+    if (!attr || !ns)
+        return TT_EINVAL;
+    *ns = attr->acquire_timeout_ns;
+    return TT_OK;
+}
+
+int tt_pool_attr_set_spin_polls(tt_pool_attr *attr, uint64_t polls)
+{
+    if (!attr)
+        return TT_EINVAL;
+    attr->spin_polls = polls;
+    return TT_OK;
+}
+
+int tt_pool_attr_get_spin_polls(const tt_pool_attr *attr, uint64_t *polls)
+{
+    if (!attr || !polls)
+        return TT_EINVAL;
+    *polls = attr->spin_polls;
+    return TT_OK;
+}
+
+int tt_pool_attr_set_pin_participants(tt_pool_attr *attr, bool on)
+{
+    if (!attr)
+        return TT_EINVAL;
+    attr->pin_participants = on;
+    return TT_OK;
+}
+
+int tt_pool_attr_get_pin_participants(const tt_pool_attr *attr, bool *on)
+{
+    if (!attr || !on)
+        return TT_EINVAL;
+    *on = attr->pin_participants;
+    return TT_OK;
+}

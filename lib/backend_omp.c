@@ -1,0 +1,133 @@
+/*
+ * backend_omp.c -- the OpenMP backend: one `omp parallel` region of fixed
+ * width, opened once on a private host thread and held for the life of the
+ * crew. This is the only file that includes omp.h.
+ *
+ * Why a private host thread: a region opened by the application's thread
+ * would use (and resize) that thread's libgomp thread pool and ICVs. A new
+ * pthread gets a pool of its own, and the region on it is a non-nested one,
+ * so libgomp keeps its threads for the whole life of the region. The region
+ * is never reopened with another width: libgomp would end or start threads.
+ */
+#include "internal.h"
+#include "wait.h"
+
+#if TT_HAVE_OPENMP
+
+#include <errno.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *omp_host_main(void *p)
+{
+    tt__crew *c = p;
+    /* The host thread's own ICVs only: dynamic adjustment off, so that
+     * libgomp forms exactly the width asked for or reports a shorter team
+     * (which tt__crew_create turns into TT_ESHORTTEAM). */
+    omp_set_dynamic(0);
+#pragma omp parallel num_threads(c->width)
+    {
+        unsigned k = (unsigned)omp_get_thread_num();
+        if (k == 0)
+            atomic_store_explicit(&c->got, (uint32_t)omp_get_num_threads(), memory_order_release);
+        tt__member_main(c, k);
+    }
+    return NULL;
+}
+
+static int omp_start(tt__crew *c)
+{
+    pthread_attr_t pa;
+    if (pthread_attr_init(&pa) != 0)
+        return TT_ENOMEM;
+    int rc = pthread_attr_setstacksize(&pa, c->attr.stack_size);
+    if (rc == 0)
+        rc = pthread_create(&c->host, &pa, omp_host_main, c);
+    pthread_attr_destroy(&pa);
+    if (rc == EINVAL)
+        return TT_EINVAL;
+    if (rc != 0)
+        return TT_EAGAIN;
+    c->host_started = true;
+    return TT_OK;
+}
+
+/* libgomp's worker threads are detached: when the host thread exits, its
+ * thread-specific-data destructor tells them to exit, and nobody joins
+ * them. Wait until the kernel reports each of them gone, so that when a
+ * destroy returns, every member has exited and its thread-local destructors
+ * have run. */
+static void omp_wait_gone(pid_t tid)
+{
+    if (tid <= 0)
+        return;
+    pid_t pid = getpid();
+    for (unsigned i = 0;; i++) {
+        if (syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH)
+            return;
+        struct timespec ts = {0, i < 100 ? 20000 : 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void omp_join(tt__crew *c)
+{
+    if (!c->host_started)
+        return;
+    pthread_join(c->host, NULL);
+    c->host_started = false;
+    uint32_t got = atomic_load_explicit(&c->got, memory_order_acquire);
+    for (uint32_t k = 1; k < got && k < c->width; k++)
+        omp_wait_gone(c->members[k].tid);
+}
+
+static int omp_level1_thread_num(void)
+{
+    if (omp_get_level() < 1)
+        return -1;
+    return omp_get_ancestor_thread_num(1);
+}
+
+/* Let the calling thread open one nested region of exactly `width`
+ * threads. These are the calling task's own ICVs (data-environment scope
+ * since OpenMP 5.0), so nothing outside this call sees them. */
+static void omp_external_enter(unsigned width, int saved[4])
+{
+    saved[0] = omp_get_max_active_levels();
+    saved[1] = omp_get_max_threads();
+    saved[2] = omp_get_dynamic();
+    omp_set_dynamic(0);
+    omp_set_num_threads((int)width);
+    if (width > 1) {
+        int need = omp_get_active_level() + 1;
+        if (saved[0] < need)
+            omp_set_max_active_levels(need);
+    }
+}
+
+static void omp_external_leave(const int saved[4])
+{
+    omp_set_max_active_levels(saved[0]);
+    omp_set_num_threads(saved[1]);
+    omp_set_dynamic(saved[2]);
+}
+
+static unsigned omp_thread_limit(void)
+{
+    int l = omp_get_thread_limit();
+    return l <= 0 ? UINT32_MAX : (unsigned)l;
+}
+
+const tt__backend tt__backend_omp = {
+    .name = "openmp",
+    .start = omp_start,
+    .join = omp_join,
+    .level1_thread_num = omp_level1_thread_num,
+    .external_enter = omp_external_enter,
+    .external_leave = omp_external_leave,
+    .thread_limit = omp_thread_limit,
+};
+
+#endif /* TT_HAVE_OPENMP */

@@ -1,0 +1,812 @@
+/*
+ * cost.c -- the cost model: host classes, width-cost rows, the built-in and
+ * the environment's dispatch costs, and the one rule (tt_pays, tt_width_for).
+ *
+ * Everything here is pure arithmetic on value types except the process
+ * default, which is computed once (pthread_once): the detected class's
+ * built-in row, replaced by the row of the file named in
+ * TT_DISPATCH_COSTS_FILE when that file is valid. The design record is
+ * docs/design/cost-model.md.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "costs-rows.h"
+
+/* ------------------------------------------------------------------------ */
+/* Saturating arithmetic                                                     */
+/* ------------------------------------------------------------------------ */
+
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static inline uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+/* floor(a * b / c), saturating; c > 0. */
+static uint64_t muldiv(uint64_t a, uint64_t b, uint64_t c)
+{
+#if defined(__SIZEOF_INT128__)
+    unsigned __int128 p = (unsigned __int128)a * b / c;
+    return p > UINT64_MAX ? UINT64_MAX : (uint64_t)p;
+#else
+    uint64_t p;
+    if (!__builtin_mul_overflow(a, b, &p))
+        return p / c;
+    long double q = (long double)a * (long double)b / (long double)c;
+    return q >= 18446744073709551615.0L ? UINT64_MAX : (uint64_t)q;
+#endif
+}
+
+/* a/b > c/d for b, d > 0. */
+static bool ratio_gt(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
+{
+#if defined(__SIZEOF_INT128__)
+    return (unsigned __int128)a * d > (unsigned __int128)c * b;
+#else
+    return (long double)a * d > (long double)c * b;
+#endif
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host classes                                                              */
+/* ------------------------------------------------------------------------ */
+
+static const char *const class_names[TT_HOST_CLASS_COUNT] = {
+    [TT_HOST_X86_64_AVX512] = "x86_64-avx512",
+    [TT_HOST_X86_64_AVX2] = "x86_64-avx2",
+    [TT_HOST_X86_64_SCALAR] = "x86_64-scalar",
+    [TT_HOST_AARCH64_APPLE] = "aarch64-apple",
+    [TT_HOST_AARCH64] = "aarch64",
+    [TT_HOST_GENERIC] = "generic",
+};
+
+const char *tt_host_class_name(tt_host_class cls)
+{
+    if ((unsigned)cls >= (unsigned)TT_HOST_CLASS_COUNT)
+        return "unknown";
+    return class_names[cls];
+}
+
+int tt_host_class_from_name(const char *name, tt_host_class *out)
+{
+    if (!name || !out)
+        return TT_EINVAL;
+    for (unsigned i = 0; i < (unsigned)TT_HOST_CLASS_COUNT; i++) {
+        if (strcmp(name, class_names[i]) == 0) {
+            *out = (tt_host_class)i;
+            return TT_OK;
+        }
+    }
+    return TT_EINVAL;
+}
+
+#if defined(__x86_64__)
+static uint64_t xgetbv0(void)
+{
+    uint32_t lo, hi;
+    __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static tt_host_class detect_x86_64(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return TT_HOST_X86_64_SCALAR;
+    const bool fma = c & (1u << 12);
+    const bool osxsave = c & (1u << 27);
+    const bool avx = c & (1u << 28);
+    /* XGETBV faults unless the OS set CR4.OSXSAVE, which OSXSAVE reports. */
+    if (!osxsave || !avx)
+        return TT_HOST_X86_64_SCALAR;
+    const uint64_t xcr0 = xgetbv0();
+    const uint64_t ymm_state = 0x6;  /* SSE | AVX (upper YMM)           */
+    const uint64_t zmm_state = 0xe0; /* opmask | ZMM_Hi256 | Hi16_ZMM    */
+    if ((xcr0 & ymm_state) != ymm_state)
+        return TT_HOST_X86_64_SCALAR;
+    if (__get_cpuid_max(0, NULL) < 7)
+        return TT_HOST_X86_64_SCALAR;
+    __cpuid_count(7, 0, a, b, c, d);
+    const bool avx2 = b & (1u << 5);
+    const bool avx512f = b & (1u << 16);
+    const bool avx512dq = b & (1u << 17);
+    const bool avx512cd = b & (1u << 28);
+    const bool avx512bw = b & (1u << 30);
+    const bool avx512vl = b & (1u << 31);
+    if (!avx2 || !fma)
+        return TT_HOST_X86_64_SCALAR;
+    if (avx512f && avx512dq && avx512cd && avx512bw && avx512vl &&
+        (xcr0 & zmm_state) == zmm_state)
+        return TT_HOST_X86_64_AVX512;
+    return TT_HOST_X86_64_AVX2;
+}
+#endif
+
+static tt_host_class detected_class;
+static pthread_once_t detect_once = PTHREAD_ONCE_INIT;
+
+static void detect_init(void)
+{
+#if defined(__x86_64__)
+    detected_class = detect_x86_64();
+#elif defined(__aarch64__) && defined(__APPLE__)
+    detected_class = TT_HOST_AARCH64_APPLE;
+#elif defined(__aarch64__)
+    detected_class = TT_HOST_AARCH64;
+#else
+    detected_class = TT_HOST_GENERIC;
+#endif
+}
+
+tt_host_class tt_host_class_detect(void)
+{
+    pthread_once(&detect_once, detect_init);
+    return detected_class;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Width-cost rows                                                           */
+/* ------------------------------------------------------------------------ */
+
+static bool anchors_ok(size_t n, const unsigned *w, const uint64_t *c)
+{
+    if (n < 1 || n > TT_WIDTH_COSTS_MAX_ANCHORS)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (w[i] < 2 || w[i] > TT_WIDTH_COSTS_MAX_WIDTH || c[i] > TT_WIDTH_COSTS_MAX_COST_NS)
+            return false;
+        if (i > 0 && w[i] <= w[i - 1])
+            return false;
+    }
+    return true;
+}
+
+int tt_width_costs_from_anchors(size_t n, const unsigned *widths, const uint64_t *costs_ns,
+                                tt_width_costs *out)
+{
+    if (!widths || !costs_ns || !out || !anchors_ok(n, widths, costs_ns))
+        return TT_EINVAL;
+    tt_width_costs wc;
+    memset(&wc, 0, sizeof wc);
+    wc.count = (unsigned)n;
+    memcpy(wc.width, widths, n * sizeof *widths);
+    memcpy(wc.cost_ns, costs_ns, n * sizeof *costs_ns);
+    *out = wc;
+    return TT_OK;
+}
+
+void tt_width_costs_flat(uint64_t cost_ns, tt_width_costs *out)
+{
+    memset(out, 0, sizeof *out);
+    out->count = 1;
+    out->width[0] = 2;
+    out->cost_ns[0] = cost_ns > TT_WIDTH_COSTS_MAX_COST_NS ? TT_WIDTH_COSTS_MAX_COST_NS : cost_ns;
+}
+
+bool tt_width_costs_valid(const tt_width_costs *wc)
+{
+    return wc && anchors_ok(wc->count, wc->width, wc->cost_ns);
+}
+
+static inline unsigned row_count(const tt_width_costs *wc)
+{
+    return wc->count > TT_WIDTH_COSTS_MAX_ANCHORS ? TT_WIDTH_COSTS_MAX_ANCHORS : wc->count;
+}
+
+/* The slope above the largest anchor as num/den (num 0: flat). */
+static void growth_slope(const tt_width_costs *wc, unsigned n, uint64_t *num, uint64_t *den)
+{
+    *num = 0;
+    *den = 1;
+    if (n < 2)
+        return;
+    const unsigned wl = wc->width[n - 1], wp = wc->width[n - 2], w0 = wc->width[0];
+    const uint64_t cl = wc->cost_ns[n - 1], cp = wc->cost_ns[n - 2], c0 = wc->cost_ns[0];
+    if (wl > wp && cl > cp) {
+        *num = cl - cp;
+        *den = wl - wp;
+    }
+    if (wl > w0 && cl > c0 && ratio_gt(cl - c0, wl - w0, *num, *den)) {
+        *num = cl - c0;
+        *den = wl - w0;
+    }
+}
+
+/* Linear interpolation between anchors i and i+1 at width w in (w_i, w_i+1]. */
+static uint64_t interp(const tt_width_costs *wc, unsigned i, unsigned w)
+{
+    const uint64_t c0 = wc->cost_ns[i], c1 = wc->cost_ns[i + 1];
+    const unsigned w0 = wc->width[i], w1 = wc->width[i + 1];
+    if (w1 <= w0)
+        return c1; /* not a valid row; stay inside the struct */
+    if (c1 >= c0)
+        return c0 + muldiv(c1 - c0, w - w0, w1 - w0);
+    return c0 - muldiv(c0 - c1, w - w0, w1 - w0);
+}
+
+static uint64_t above(const tt_width_costs *wc, unsigned n, unsigned w)
+{
+    uint64_t num, den;
+    growth_slope(wc, n, &num, &den);
+    const unsigned wl = wc->width[n - 1];
+    return sat_add(wc->cost_ns[n - 1], num ? muldiv(num, w - wl, den) : 0);
+}
+
+uint64_t tt_width_costs_at(const tt_width_costs *wc, unsigned width)
+{
+    if (!wc || width <= 1)
+        return 0;
+    const unsigned n = row_count(wc);
+    if (n == 0)
+        return 0;
+    if (width <= wc->width[0])
+        return wc->cost_ns[0];
+    for (unsigned i = 0; i + 1 < n; i++)
+        if (width <= wc->width[i + 1])
+            return interp(wc, i, width);
+    return above(wc, n, width);
+}
+
+unsigned tt_width_for_by(const tt_width_costs *wc, unsigned max_width, uint64_t est_ns,
+                         uint64_t sections)
+{
+    if (max_width <= 1)
+        return 1;
+    const unsigned n = wc ? row_count(wc) : 0;
+    /* From `mono` on, D(k) never decreases; with a zero slope it is flat. */
+    unsigned mono = n ? wc->width[n - 1] : 2;
+    uint64_t num = 0, den = 1;
+    if (n)
+        growth_slope(wc, n, &num, &den);
+    const bool flat_tail = num == 0;
+
+    unsigned best_k = 1;
+    uint64_t best = est_ns; /* k = 1: serial, no dispatch */
+    unsigned seg = 0;       /* anchor segment of k, advanced as k grows */
+    for (unsigned k = 2; k <= max_width; k++) {
+        uint64_t d;
+        if (n == 0) {
+            d = 0;
+        } else if (k <= wc->width[0]) {
+            d = wc->cost_ns[0];
+        } else {
+            while (seg + 1 < n && k > wc->width[seg + 1])
+                seg++;
+            d = seg + 1 < n ? interp(wc, seg, k) : above(wc, n, k);
+        }
+        const uint64_t disp = sat_mul(sections, d);
+        const uint64_t f = sat_add(disp, est_ns / k);
+        if (f < best) {
+            best = f;
+            best_k = k;
+        }
+        if (k < mono)
+            continue;
+        /* Above here D(k') >= D(k) for every k' > k. */
+        if (disp >= best)
+            break; /* f(k') >= disp(k') >= best: no later width wins */
+        if (flat_tail) {
+            /* f(k') = disp + floor(est / k'), non-increasing: the best later
+             * width is the smallest one reaching floor(est / max_width). */
+            if (k == max_width)
+                break;
+            const uint64_t q = est_ns / max_width;
+            uint64_t ks = est_ns / (q + 1) + 1;
+            if (ks <= k)
+                ks = (uint64_t)k + 1;
+            if (ks <= max_width) {
+                const uint64_t fs = sat_add(disp, est_ns / ks);
+                if (fs < best) {
+                    best = fs;
+                    best_k = (unsigned)ks;
+                }
+            }
+            break;
+        }
+    }
+    return best_k;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The one rule on tokens                                                    */
+/* ------------------------------------------------------------------------ */
+
+bool tt_pays_at(uint64_t est_ns, uint64_t sections, uint64_t cost_ns)
+{
+    if (cost_ns == UINT64_MAX)
+        return false;
+    return est_ns >= sat_mul(sat_mul(TT_PAYS, sections), cost_ns);
+}
+
+/* The row for a token as seen from the calling thread, or NULL when the
+ * token would run nothing in parallel. */
+static const tt_width_costs *token_row(const tt_exec *ex, unsigned *budget)
+{
+    if (!ex)
+        return NULL;
+    const unsigned b = tt_exec_budget(ex);
+    if (b <= 1)
+        return NULL;
+    const tt__exec *x = tt__cx(ex);
+    const tt_dispatch_costs *costs = tt__pool_costs(x->pool);
+    *budget = b;
+    switch (tt__exec_cost_kind(ex)) {
+    case TT__KIND_TEAM:
+        return &costs->team;
+    case TT__KIND_IN_POOL:
+        return &costs->in_pool;
+    case TT__KIND_OUTSIDE:
+        return &costs->outside;
+    case TT__KIND_SERIAL:
+    default:
+        return NULL;
+    }
+}
+
+uint64_t tt_dispatch_cost(const tt_exec *ex, unsigned width)
+{
+    unsigned budget = 0;
+    const tt_width_costs *row = token_row(ex, &budget);
+    if (!row)
+        return UINT64_MAX;
+    if (width > budget)
+        width = budget;
+    if (width <= 1)
+        return UINT64_MAX;
+    return tt_width_costs_at(row, width);
+}
+
+bool tt_pays(const tt_exec *ex, uint64_t est_ns, uint64_t sections, unsigned width)
+{
+    return tt_pays_at(est_ns, sections, tt_dispatch_cost(ex, width));
+}
+
+unsigned tt_width_for(const tt_exec *ex, uint64_t est_ns, uint64_t sections)
+{
+    unsigned budget = 0;
+    const tt_width_costs *row = token_row(ex, &budget);
+    if (!row)
+        return 1;
+    return tt_width_for_by(row, budget, est_ns, sections);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The text format                                                           */
+/* ------------------------------------------------------------------------ */
+
+static int fail(tt_cost_error *err, unsigned line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(tt_cost_error *err, unsigned line, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        err->line = line;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return TT_EINVAL;
+}
+
+static bool is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* Parse [s, e) as decimal digits into *v, at most `max`. */
+static bool parse_u64(const char *s, const char *e, uint64_t max, uint64_t *v)
+{
+    if (s == e)
+        return false;
+    uint64_t r = 0;
+    for (const char *p = s; p < e; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        if (r > (UINT64_MAX - 9) / 10)
+            return false;
+        r = r * 10 + (uint64_t)(*p - '0');
+        if (r > max)
+            return false;
+    }
+    *v = r;
+    return true;
+}
+
+enum { KEY_TEAM = 0, KEY_IN_POOL, KEY_OUTSIDE, KEY_ROWS };
+static const char *const row_keys[KEY_ROWS] = { "team", "in_pool", "outside" };
+
+#define TOK_SHOW 40 /* characters of a bad token quoted in a message */
+
+/* One row's anchors from the tokens of [p, e) (comment already cut). */
+static int parse_row(const char *p, const char *e, unsigned line, const char *key,
+                     tt_width_costs *out, tt_cost_error *err)
+{
+    tt_width_costs wc;
+    memset(&wc, 0, sizeof wc);
+    for (;;) {
+        while (p < e && is_blank(*p))
+            p++;
+        if (p == e)
+            break;
+        const char *t = p;
+        while (p < e && !is_blank(*p))
+            p++;
+        const int tl = (int)(p - t);
+        const int show = tl > TOK_SHOW ? TOK_SHOW : tl;
+        const char *colon = memchr(t, ':', (size_t)tl);
+        if (!colon)
+            return fail(err, line, "%s: anchor '%.*s' is not width:nanoseconds", key, show, t);
+        uint64_t w, c;
+        if (!parse_u64(t, colon, UINT64_MAX, &w))
+            return fail(err, line, "%s: width in '%.*s' is not a decimal number", key, show, t);
+        if (w < 2)
+            return fail(err, line,
+                        "%s: width %llu in '%.*s' is below 2 (width 1 is serial and costs "
+                        "nothing)",
+                        key, (unsigned long long)w, show, t);
+        if (w > TT_WIDTH_COSTS_MAX_WIDTH)
+            return fail(err, line, "%s: width in '%.*s' is above %u", key, show, t,
+                        TT_WIDTH_COSTS_MAX_WIDTH);
+        if (!parse_u64(colon + 1, p, UINT64_MAX, &c))
+            return fail(err, line, "%s: cost in '%.*s' is not a decimal number of nanoseconds",
+                        key, show, t);
+        if (c > TT_WIDTH_COSTS_MAX_COST_NS)
+            return fail(err, line, "%s: cost in '%.*s' is above %llu ns", key, show, t,
+                        (unsigned long long)TT_WIDTH_COSTS_MAX_COST_NS);
+        if (wc.count > 0 && w <= wc.width[wc.count - 1])
+            return fail(err, line, "%s: width %llu is not above the previous width %u", key,
+                        (unsigned long long)w, wc.width[wc.count - 1]);
+        if (wc.count == TT_WIDTH_COSTS_MAX_ANCHORS)
+            return fail(err, line, "%s: too many anchors (at most %d)", key,
+                        TT_WIDTH_COSTS_MAX_ANCHORS);
+        wc.width[wc.count] = (unsigned)w;
+        wc.cost_ns[wc.count] = c;
+        wc.count++;
+    }
+    if (wc.count == 0)
+        return fail(err, line, "%s: the row has no anchors", key);
+    *out = wc;
+    return TT_OK;
+}
+
+static int parse_text(const char *text, size_t len, tt_dispatch_costs *out, tt_host_class *cls,
+                      tt_cost_error *err)
+{
+    tt_dispatch_costs dc;
+    memset(&dc, 0, sizeof dc);
+    tt_width_costs *rows[KEY_ROWS] = { &dc.team, &dc.in_pool, &dc.outside };
+    unsigned row_line[KEY_ROWS] = { 0, 0, 0 };
+    tt_host_class klass = TT_HOST_CLASS_COUNT;
+    unsigned class_line = 0;
+
+    const char *p = text, *end = text + len;
+    unsigned line = 0;
+    while (p < end) {
+        line++;
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        const char *hash = memchr(p, '#', (size_t)(le - p));
+        const char *e = hash ? hash : le;
+        const char *q = p;
+        p = nl ? nl + 1 : end;
+
+        while (q < e && is_blank(*q))
+            q++;
+        if (q == e)
+            continue; /* blank or comment */
+        const char *k = q;
+        while (q < e && !is_blank(*q))
+            q++;
+        const int kl = (int)(q - k);
+        const int show = kl > TOK_SHOW ? TOK_SHOW : kl;
+
+        if (kl == 5 && memcmp(k, "class", 5) == 0) {
+            if (class_line)
+                return fail(err, line, "duplicate 'class' line (the first is line %u)",
+                            class_line);
+            while (q < e && is_blank(*q))
+                q++;
+            const char *n = q;
+            while (q < e && !is_blank(*q))
+                q++;
+            const int nlen = (int)(q - n);
+            while (q < e && is_blank(*q))
+                q++;
+            if (nlen == 0)
+                return fail(err, line, "'class' needs a host class name");
+            if (q != e)
+                return fail(err, line, "'class' takes one name, found more");
+            char name[32];
+            if ((size_t)nlen >= sizeof name)
+                return fail(err, line, "unknown host class '%.*s'", nlen > TOK_SHOW ? TOK_SHOW : nlen,
+                            n);
+            memcpy(name, n, (size_t)nlen);
+            name[nlen] = '\0';
+            if (tt_host_class_from_name(name, &klass) != TT_OK)
+                return fail(err, line, "unknown host class '%s'", name);
+            class_line = line;
+            continue;
+        }
+
+        int key = -1;
+        for (int i = 0; i < KEY_ROWS; i++)
+            if ((size_t)kl == strlen(row_keys[i]) && memcmp(k, row_keys[i], (size_t)kl) == 0)
+                key = i;
+        if (key < 0)
+            return fail(err, line,
+                        "unknown key '%.*s' (expected class, team, in_pool or outside)", show, k);
+        if (row_line[key])
+            return fail(err, line, "duplicate '%s' row (the first is line %u)", row_keys[key],
+                        row_line[key]);
+        int rc = parse_row(q, e, line, row_keys[key], rows[key], err);
+        if (rc != TT_OK)
+            return rc;
+        row_line[key] = line;
+    }
+    for (int i = 0; i < KEY_ROWS; i++)
+        if (!row_line[i])
+            return fail(err, 0, "missing '%s' row", row_keys[i]);
+    *out = dc;
+    if (cls)
+        *cls = klass;
+    return TT_OK;
+}
+
+int tt_dispatch_costs_parse(const char *text, tt_dispatch_costs *out, tt_host_class *cls,
+                            tt_cost_error *err)
+{
+    if (!text || !out)
+        return fail(err, 0, "no text or no output");
+    return parse_text(text, strlen(text), out, cls, err);
+}
+
+#define TT__COST_FILE_MAX ((size_t)1 << 20)
+
+int tt_dispatch_costs_load(const char *path, tt_dispatch_costs *out, tt_host_class *cls,
+                           tt_cost_error *err)
+{
+    if (!path || !out)
+        return fail(err, 0, "no path or no output");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fail(err, 0, "cannot open: %s", strerror(errno));
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        fail(err, 0, "out of memory");
+        return TT_ENOMEM;
+    }
+    for (;;) {
+        if (len == cap) {
+            if (cap >= TT__COST_FILE_MAX + 1) {
+                free(buf);
+                fclose(f);
+                return fail(err, 0, "file is larger than %zu bytes", TT__COST_FILE_MAX);
+            }
+            size_t ncap = cap * 2 > TT__COST_FILE_MAX + 1 ? TT__COST_FILE_MAX + 1 : cap * 2;
+            char *nb = realloc(buf, ncap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                fail(err, 0, "out of memory");
+                return TT_ENOMEM;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                int e = errno;
+                free(buf);
+                fclose(f);
+                return fail(err, 0, "read error: %s", strerror(e));
+            }
+            break;
+        }
+    }
+    fclose(f);
+    if (len > TT__COST_FILE_MAX) {
+        free(buf);
+        return fail(err, 0, "file is larger than %zu bytes", TT__COST_FILE_MAX);
+    }
+    const char *nul = memchr(buf, '\0', len);
+    if (nul) {
+        unsigned line = 1;
+        for (const char *q = buf; q < nul; q++)
+            line += *q == '\n';
+        free(buf);
+        return fail(err, line, "the file holds a NUL byte (not a text file?)");
+    }
+    int rc = parse_text(buf, len, out, cls, err);
+    free(buf);
+    return rc;
+}
+
+static bool append(char *buf, size_t len, size_t *pos, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static bool append(char *buf, size_t len, size_t *pos, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *pos, len - *pos, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= len - *pos)
+        return false;
+    *pos += (size_t)n;
+    return true;
+}
+
+int tt_dispatch_costs_format(const tt_dispatch_costs *costs, tt_host_class cls, char *buf,
+                             size_t len)
+{
+    if (!buf)
+        return TT_EINVAL;
+    if (len > 0)
+        buf[0] = '\0';
+    if (!costs || !tt_dispatch_costs_valid(costs) || (unsigned)cls > (unsigned)TT_HOST_CLASS_COUNT ||
+        len == 0)
+        return TT_EINVAL;
+    const tt_width_costs *rows[KEY_ROWS] = { &costs->team, &costs->in_pool, &costs->outside };
+    size_t pos = 0;
+    bool ok = true;
+    if (cls != TT_HOST_CLASS_COUNT)
+        ok = append(buf, len, &pos, "class %s\n", class_names[cls]);
+    for (int r = 0; ok && r < KEY_ROWS; r++) {
+        ok = append(buf, len, &pos, "%-7s", row_keys[r]);
+        for (unsigned i = 0; ok && i < rows[r]->count; i++)
+            ok = append(buf, len, &pos, " %u:%llu", rows[r]->width[i],
+                        (unsigned long long)rows[r]->cost_ns[i]);
+        ok = ok && append(buf, len, &pos, "\n");
+    }
+    if (!ok) {
+        buf[0] = '\0';
+        return TT_EINVAL;
+    }
+    return TT_OK;
+}
+
+bool tt_dispatch_costs_valid(const tt_dispatch_costs *costs)
+{
+    return costs && tt_width_costs_valid(&costs->team) && tt_width_costs_valid(&costs->in_pool) &&
+           tt_width_costs_valid(&costs->outside);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Built-in rows and the process default                                     */
+/* ------------------------------------------------------------------------ */
+
+int tt_dispatch_costs_for_class(tt_host_class cls, tt_dispatch_costs *out)
+{
+    if (!out || (unsigned)cls >= (unsigned)TT_HOST_CLASS_COUNT)
+        return TT_EINVAL;
+    *out = tt__builtin_rows[cls];
+    return TT_OK;
+}
+
+static tt_dispatch_costs default_costs;
+static bool default_from_file;
+static int env_rc = TT_OK;
+static tt_cost_error env_err;
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+static void default_init(void)
+{
+    const tt_host_class host = tt_host_class_detect();
+    default_costs = tt__builtin_rows[host];
+    const char *path = getenv(TT_DISPATCH_COSTS_ENV);
+    if (!path || !*path)
+        return;
+    tt_dispatch_costs fc;
+    tt_host_class fcls = TT_HOST_CLASS_COUNT;
+    tt_cost_error e;
+    memset(&e, 0, sizeof e);
+    int rc = tt_dispatch_costs_load(path, &fc, &fcls, &e);
+    if (rc == TT_OK && fcls != TT_HOST_CLASS_COUNT && fcls != host) {
+        rc = TT_EINVAL;
+        e.line = 0;
+        snprintf(e.message, sizeof e.message,
+                 "the file is for class %s, this host is %s (drop the class line to use it "
+                 "anyway)",
+                 class_names[fcls], class_names[host]);
+    }
+    if (rc != TT_OK) {
+        env_rc = rc;
+        env_err = e;
+        if (e.line)
+            fprintf(stderr,
+                    "threadteam: %s=%s: line %u: %s; the built-in row of %s stays in force\n",
+                    TT_DISPATCH_COSTS_ENV, path, e.line, e.message, class_names[host]);
+        else
+            fprintf(stderr, "threadteam: %s=%s: %s; the built-in row of %s stays in force\n",
+                    TT_DISPATCH_COSTS_ENV, path, e.message, class_names[host]);
+        return;
+    }
+    default_costs = fc;
+    default_from_file = true;
+}
+
+static const tt_dispatch_costs *host_default(void)
+{
+    pthread_once(&default_once, default_init);
+    return &default_costs;
+}
+
+void tt_dispatch_costs_host_default(tt_dispatch_costs *out)
+{
+    *out = *host_default();
+}
+
+int tt_dispatch_costs_env_status(bool *from_file, tt_cost_error *err)
+{
+    host_default();
+    if (from_file)
+        *from_file = default_from_file;
+    if (err) {
+        if (env_rc != TT_OK)
+            *err = env_err;
+        else
+            memset(err, 0, sizeof *err);
+    }
+    return env_rc;
+}
+
+const tt_dispatch_costs *tt__pool_costs(const tt_pool *pool)
+{
+    if (pool && pool->attr.costs_set)
+        return &pool->attr.costs;
+    return host_default();
+}
+
+int tt_pool_attr_set_dispatch_costs(tt_pool_attr *attr, const tt_dispatch_costs *costs)
+{
+    if (!attr)
+        return TT_EINVAL;
+    if (!costs) {
+        attr->costs_set = false;
+        memset(&attr->costs, 0, sizeof attr->costs);
+        return TT_OK;
+    }
+    if (!tt_dispatch_costs_valid(costs))
+        return TT_EINVAL;
+    attr->costs = *costs;
+    attr->costs_set = true;
+    return TT_OK;
+}
+
+int tt_pool_attr_get_dispatch_costs(const tt_pool_attr *attr, tt_dispatch_costs *out)
+{
+    if (!attr || !out)
+        return TT_EINVAL;
+    *out = attr->costs_set ? attr->costs : *host_default();
+    return TT_OK;
+}
+
+int tt_pool_dispatch_costs(const tt_pool *pool, tt_dispatch_costs *out)
+{
+    if (!pool || !out)
+        return TT_EINVAL;
+    *out = *tt__pool_costs(pool);
+    return TT_OK;
+}

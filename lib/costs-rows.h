@@ -1,0 +1,34 @@
+/*
+ * costs-rows.h -- the built-in dispatch-cost rows, one per host class, in
+ * nanoseconds per parallel section. Included by cost.c only.
+ *
+ * A row is measured (by bench/calibrate, on the host named in its comment)
+ * or it is the conservative generic row of the seed: 3 / 15 / 40 us at the
+ * widths 2 / 4 / 6, for every kind of token. A class nobody has measured
+ * takes the generic row; docs/design/cost-model.md lists which is which
+ * and says how to calibrate a node type and install its row without
+ * rebuilding the library (TT_DISPATCH_COSTS_FILE).
+ *
+ * Each entry: { count, { widths }, { costs_ns } }.
+ */
+#ifndef TT_COSTS_ROWS_H
+#define TT_COSTS_ROWS_H
+
+#define TT__ROW_GENERIC { 3, { 2, 4, 6 }, { 3000, 15000, 40000 } }
+
+static const tt_dispatch_costs tt__builtin_rows[TT_HOST_CLASS_COUNT] = {
+    /* x86_64-avx512: not measured here; generic. */
+    [TT_HOST_X86_64_AVX512] = { TT__ROW_GENERIC, TT__ROW_GENERIC, TT__ROW_GENERIC },
+    /* x86_64-avx2: not measured yet; generic. */
+    [TT_HOST_X86_64_AVX2] = { TT__ROW_GENERIC, TT__ROW_GENERIC, TT__ROW_GENERIC },
+    /* x86_64-scalar: not measured; generic. */
+    [TT_HOST_X86_64_SCALAR] = { TT__ROW_GENERIC, TT__ROW_GENERIC, TT__ROW_GENERIC },
+    /* aarch64-apple: not measured here; generic. */
+    [TT_HOST_AARCH64_APPLE] = { TT__ROW_GENERIC, TT__ROW_GENERIC, TT__ROW_GENERIC },
+    /* aarch64: not measured; generic. */
+    [TT_HOST_AARCH64] = { TT__ROW_GENERIC, TT__ROW_GENERIC, TT__ROW_GENERIC },
+    /* generic: the seed's conservative row. */
+    [TT_HOST_GENERIC] = { TT__ROW_GENERIC, TT__ROW_GENERIC, TT__ROW_GENERIC },
+};
+
+#endif /* TT_COSTS_ROWS_H */

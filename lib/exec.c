@@ -1,0 +1,720 @@
+/*
+ * exec.c -- the token and its entries.
+ *
+ * Slot conservation is structural. A root of budget b runs at most b tasks:
+ * tt_fork splits the budget into shares that sum to b, a task holds its
+ * share, and a parent that waits for its children holds nothing. The
+ * members follow the slots: a plain thread that enters the pool reserves a
+ * gang of members for the whole entry, and each task gets the part of the
+ * gang that matches its share, so nested entries below it dispatch on
+ * members that nobody else uses and never wait for another root. That is
+ * also why no join ever needs to run other work to make progress: every
+ * wait is for members of the waiter's own subtree.
+ *
+ * Mapping of shares to members: task j with slots [S_j, S_j + s_j) of a
+ * token whose gang part has cnt members out of budget b gets members
+ * [ceil(S_j*cnt/b), ceil((S_j+s_j)*cnt/b)). With a full gang (cnt == b) that
+ * is exactly its slots. With fewer members (a member's nested root that
+ * found the pool busy) the first task always keeps the caller's member, and
+ * a task that gets no member runs inline on the caller after the others
+ * were dispatched.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Minting and checking                                                      */
+/* ------------------------------------------------------------------------ */
+
+static void mint(tt__exec *x, tt_pool *pool, unsigned budget, uint32_t flags)
+{
+    memset(x, 0, sizeof(tt_exec));
+    x->self = x;
+    x->flags = flags;
+    x->budget = budget;
+    x->pool = pool;
+    atomic_store_explicit(&x->busy, 0, memory_order_relaxed);
+    atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_relaxed);
+}
+
+int tt_exec_init(tt_exec *ex, tt_pool *pool, unsigned budget)
+{
+    if (!ex)
+        return TT_EINVAL;
+    tt__exec *x = tt__x(ex);
+    if (!pool || budget == 0) {
+        mint(x, NULL, 0, 0);
+        atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
+        return TT_EINVAL;
+    }
+    if (tt__pool_forked(pool)) {
+        mint(x, NULL, 0, 0);
+        atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
+        return TT_EFORKED;
+    }
+    if (budget > pool->width)
+        budget = pool->width;
+    mint(x, pool, budget, 0);
+    x->ledger = tt__ledger_new_root();
+    return TT_OK;
+}
+
+void tt_exec_init_serial(tt_exec *ex)
+{
+    if (!ex)
+        return;
+    tt__exec *x = tt__x(ex);
+    mint(x, NULL, 1, TT__F_SERIAL);
+    x->ledger = tt__ledger_new_root();
+}
+
+static bool magic_known(uint32_t m)
+{
+    return m == TT__MAGIC_LIVE || m == TT__MAGIC_CONSUMED || m == TT__MAGIC_FINISHED;
+}
+
+/* The state of one token of a chain, as an error code. */
+static int check_one(const tt__exec *x)
+{
+    uint32_t m = atomic_load_explicit(&x->magic, memory_order_acquire);
+    if (!magic_known(m))
+        return TT_EINVAL;
+    if (x->self != x)
+        return TT_ECOPY;
+    if (m != TT__MAGIC_LIVE)
+        return TT_ECONSUMED;
+    return TT_OK;
+}
+
+/* Everything an entry checks before it may run or refuse: the token and
+ * each reborrow ancestor are live originals, the limit is valid, and the
+ * pool was built in this process. */
+static int check_usable(const tt__exec *x)
+{
+    if (!x)
+        return TT_EINVAL;
+    int rc = check_one(x);
+    if (rc)
+        return rc;
+    for (const tt__exec *p = x->parent; p; p = p->parent) {
+        rc = check_one(p);
+        if (rc)
+            return rc;
+    }
+    if (x->flags & TT__F_BAD_LIMIT)
+        return TT_EINVAL;
+    if (x->pool && tt__pool_forked(x->pool))
+        return TT_EFORKED;
+    return TT_OK;
+}
+
+/* Claim the token for an entry and consume it. Fails with TT_EBUSY when a
+ * reborrowed descendant is inside an entry (its count sits in busy) or an
+ * ancestor entered meanwhile. The ancestors count this entry, so that their
+ * own entries see it. */
+static int enter(tt__exec *x)
+{
+    uint32_t zero = 0;
+    /* acq_rel pairs with the release in leave() of a child on another
+     * thread, and with ancestors' counts below. */
+    if (!atomic_compare_exchange_strong_explicit(&x->busy, &zero, TT__BUSY_ENTRY,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return TT_EBUSY;
+    for (tt__exec *p = x->parent; p; p = p->parent) {
+        uint32_t old = atomic_fetch_add_explicit(&p->busy, 1, memory_order_acq_rel);
+        if (old & TT__BUSY_ENTRY) {
+            for (tt__exec *q = x->parent; q != p; q = q->parent)
+                atomic_fetch_sub_explicit(&q->busy, 1, memory_order_release);
+            atomic_fetch_sub_explicit(&p->busy, 1, memory_order_release);
+            atomic_store_explicit(&x->busy, 0, memory_order_release);
+            return TT_EBUSY;
+        }
+    }
+    atomic_store_explicit(&x->magic, TT__MAGIC_CONSUMED, memory_order_release);
+    return TT_OK;
+}
+
+static void leave(tt__exec *x)
+{
+    for (tt__exec *p = x->parent; p; p = p->parent)
+        atomic_fetch_sub_explicit(&p->busy, 1, memory_order_release);
+    atomic_store_explicit(&x->busy, 0, memory_order_release);
+}
+
+unsigned tt_exec_budget(const tt_exec *ex)
+{
+    if (!ex)
+        return 0;
+    const tt__exec *x = tt__cx(ex);
+    if (!magic_known(atomic_load_explicit(&x->magic, memory_order_relaxed)))
+        return 0;
+    return x->budget;
+}
+
+bool tt_exec_is_serial(const tt_exec *ex) { return tt_exec_budget(ex) == 1; }
+
+tt_exec *tt_exec_reborrow(tt_exec *parent, tt_exec *child)
+{
+    if (!child)
+        return NULL;
+    tt__exec *c = tt__x(child);
+    if (!parent) {
+        mint(c, NULL, 0, 0);
+        atomic_store_explicit(&c->magic, TT__MAGIC_INVALID, memory_order_relaxed);
+        return child;
+    }
+    tt__exec *p = tt__x(parent);
+    /* Copy what the parent holds whatever its state: a copied or consumed
+     * parent is found by the child's first entry through the chain. */
+    mint(c, p->pool, p->budget, p->flags);
+    c->gang = p->gang;
+    c->gang_off = p->gang_off;
+    c->gang_cnt = p->gang_cnt;
+    c->ledger = p->ledger;
+    c->team = p->team;
+    c->parent = p;
+    if (!magic_known(atomic_load_explicit(&p->magic, memory_order_relaxed)))
+        atomic_store_explicit(&c->magic, TT__MAGIC_INVALID, memory_order_relaxed);
+    return child;
+}
+
+tt_exec *tt_exec_limit(tt_exec *ex, unsigned max)
+{
+    if (!ex)
+        return NULL;
+    tt__exec *x = tt__x(ex);
+    if (x->self != x || atomic_load_explicit(&x->magic, memory_order_relaxed) != TT__MAGIC_LIVE)
+        return ex; /* the next entry reports the copy or the consumption */
+    if (max == 0) {
+        x->flags |= TT__F_BAD_LIMIT;
+        return ex;
+    }
+    if (max < x->budget)
+        x->budget = max;
+    if (x->gang_cnt > x->budget)
+        x->gang_cnt = x->budget;
+    return ex;
+}
+
+void tt_exec_finish(tt_exec *ex)
+{
+    if (!ex)
+        return;
+    tt__exec *x = tt__x(ex);
+    if (x->self != x || atomic_load_explicit(&x->magic, memory_order_relaxed) != TT__MAGIC_LIVE)
+        return;
+    atomic_store_explicit(&x->magic, TT__MAGIC_FINISHED, memory_order_release);
+    tt__team_token_end(x);
+}
+
+bool tt_carries_team(const tt_exec *ex)
+{
+    if (!ex)
+        return false;
+    const tt__exec *x = tt__cx(ex);
+    return check_one(x) == TT_OK && (x->flags & TT__F_TEAM) != 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Placement: which members an entry may use                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct placement {
+    const uint32_t *gang; /* members, or NULL                           */
+    uint32_t off, cnt;    /* gang[off, off + cnt)                       */
+    int self;             /* caller's member index, or -1 (plain)       */
+    unsigned acquired;    /* members taken from the pool for this entry */
+    uint32_t *own;        /* where the taken indices are                */
+} placement;
+
+/* The members of a token as seen from the calling thread. A token with a
+ * gang part belongs to the task that runs on its first member. */
+static int token_members(const tt__exec *x, int self, placement *pl)
+{
+    pl->gang = NULL;
+    pl->off = pl->cnt = 0;
+    pl->self = self;
+    pl->acquired = 0;
+    pl->own = NULL;
+    if (x->gang && x->gang_cnt > 0 && !(x->flags & TT__F_TEAM)) {
+        if (self < 0 || x->gang[x->gang_off] != (uint32_t)self)
+            return TT_EWRONGTHREAD;
+        pl->gang = x->gang;
+        pl->off = x->gang_off;
+        pl->cnt = x->gang_cnt;
+    }
+    return TT_OK;
+}
+
+/* Reserve members for an entry that wants `need` of them when the token has
+ * none: a plain thread waits for all of them; a member keeps itself first
+ * and takes what is free. `buf` has room for `need` indices. */
+static void reserve(tt_pool *pool, placement *pl, unsigned need, uint32_t *buf)
+{
+    if (pl->gang)
+        return;
+    if (pl->self >= 0) {
+        buf[0] = (uint32_t)pl->self;
+        pl->acquired = tt__gang_try_acquire(pool, need - 1, buf + 1);
+        pl->own = buf + 1;
+        pl->gang = buf;
+        pl->off = 0;
+        pl->cnt = 1 + pl->acquired;
+    } else {
+        tt__gang_acquire(pool, need, buf, UINT64_MAX);
+        tt__ledger_install(pool);
+        pl->acquired = need;
+        pl->own = buf;
+        pl->gang = buf;
+        pl->off = 0;
+        pl->cnt = need;
+    }
+}
+
+static void unreserve(tt_pool *pool, placement *pl)
+{
+    if (pl->acquired)
+        tt__gang_release(pool, pl->acquired, pl->own);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The task engine                                                           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct entry entry;
+typedef struct task {
+    tt__work w;
+    entry *e;
+    unsigned index;
+    uint32_t off, cnt; /* the task's members: gang[off, off + cnt) */
+    unsigned share;
+} task;
+
+struct entry {
+    tt__join join;
+    void (*body)(entry *e, const task *t);
+    const uint32_t *gang;
+    tt_pool *pool;
+    void *ledger;
+};
+
+static void task_run(tt__work *w, tt__member *m)
+{
+    task *t = (task *)w;
+    entry *e = t->e;
+    e->body(e, t);
+    /* Last touch of the entry: after this the dispatcher may return. */
+    tt__join_done(&e->join, &m->crew->stats);
+}
+
+static inline unsigned share_of(unsigned budget, unsigned ntasks, unsigned j)
+{
+    return budget / ntasks + (j < budget % ntasks ? 1u : 0u);
+}
+
+static inline uint32_t ceil_map(uint64_t s, uint32_t cnt, unsigned budget)
+{
+    return (uint32_t)((s * cnt + budget - 1) / budget);
+}
+
+/* Run `ntasks` tasks whose shares split `budget`, on the members of `pl`,
+ * and wait for them. */
+static void run_tasks(entry *e, unsigned ntasks, unsigned budget, const placement *pl)
+{
+    task tasks[ntasks];
+    unsigned dispatched = 0;
+    uint64_t s = 0;
+    for (unsigned j = 0; j < ntasks; j++) {
+        unsigned sh = share_of(budget, ntasks, j);
+        uint32_t lo = ceil_map(s, pl->cnt, budget);
+        uint32_t hi = ceil_map(s + sh, pl->cnt, budget);
+        s += sh;
+        tasks[j] = (task){.w = {task_run}, .e = e, .index = j, .off = pl->off + lo,
+                          .cnt = hi - lo, .share = sh};
+        bool inline_here = tasks[j].cnt == 0 || (j == 0 && pl->self >= 0);
+        if (!inline_here)
+            dispatched++;
+    }
+    e->gang = pl->gang;
+    tt__join_init(&e->join, dispatched);
+    tt__crew *crew = e->pool->crew;
+    for (unsigned j = 0; j < ntasks; j++) {
+        if (tasks[j].cnt == 0 || (j == 0 && pl->self >= 0))
+            continue;
+        tt__member_post(&crew->members[pl->gang[tasks[j].off]], &tasks[j].w);
+    }
+    for (unsigned j = 0; j < ntasks; j++) {
+        if (tasks[j].cnt == 0 || (j == 0 && pl->self >= 0)) {
+            if (tasks[j].cnt == 0)
+                tasks[j].off = 0;
+            e->body(e, &tasks[j]);
+        }
+    }
+    if (dispatched)
+        tt__join_wait(&e->join, &crew->team_pol, &crew->stats);
+}
+
+/* Mint the child token of task t in place. */
+static void child_of(tt__exec *c, const entry *e, const task *t, uint32_t flags, void *team)
+{
+    mint(c, e->pool, t->share, flags);
+    if (t->cnt > 0) {
+        c->gang = e->gang;
+        c->gang_off = t->off;
+        c->gang_cnt = t->cnt;
+    }
+    c->ledger = e->ledger;
+    c->team = team;
+}
+
+/* A token held by a library task gives up its slot while it waits for its
+ * children, and takes it back after. */
+static inline void suspend(const tt__exec *x)
+{
+    if (x->flags & TT__F_IN_TASK)
+        tt__ledger_leave(x->ledger, 1);
+}
+static inline void resume(const tt__exec *x)
+{
+    if (x->flags & TT__F_IN_TASK)
+        tt__ledger_enter(x->ledger, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* tt_fork                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct fork_entry {
+    entry e;
+    tt_job_fn job;
+    void *arg;
+    unsigned jobs, ntasks;
+    uint32_t child_flags;
+    void *team;
+} fork_entry;
+
+static void fork_body(entry *e, const task *t)
+{
+    fork_entry *f = (fork_entry *)e;
+    /* Task t runs jobs [first, first + n): blocks that differ by one. */
+    unsigned base = f->jobs / f->ntasks, rem = f->jobs % f->ntasks;
+    unsigned first = t->index * base + (t->index < rem ? t->index : rem);
+    unsigned n = base + (t->index < rem ? 1u : 0u);
+    for (unsigned i = first; i < first + n; i++) {
+        tt_exec child;
+        tt__exec *c = tt__x(&child);
+        child_of(c, e, t, f->child_flags, f->team);
+        tt__ledger_enter(e->ledger, 1);
+        f->job(f->arg, i, &child);
+        tt__ledger_leave(e->ledger, 1);
+        atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+    }
+}
+
+int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
+{
+    tt__exec *x = ex ? tt__x(ex) : NULL;
+    int rc = check_usable(x);
+    if (rc)
+        return rc;
+    if (!job || jobs == 0)
+        return TT_EINVAL;
+    if (x->flags & TT__F_TEAM)
+        return tt__team_fork(x, jobs, job, arg);
+    int self = x->pool ? tt__pool_member_of(x->pool) : -1;
+    placement pl;
+    rc = token_members(x, self, &pl);
+    if (rc)
+        return rc;
+    rc = enter(x);
+    if (rc)
+        return rc;
+
+    unsigned budget = x->budget;
+    unsigned ntasks = jobs < budget ? jobs : budget;
+    fork_entry f = {
+        .e = {.body = fork_body, .pool = x->pool, .ledger = x->ledger},
+        .job = job, .arg = arg, .jobs = jobs, .ntasks = ntasks,
+        .child_flags = TT__F_FORK_CHILD | TT__F_IN_TASK | (x->flags & TT__F_TEAM),
+        .team = x->team,
+    };
+    suspend(x);
+    if (ntasks == 1 || !x->pool || !x->pool->crew) {
+        /* Lazy and inline: one task (or no crew) runs on the caller with the
+         * token's members, and no scheduler call is made. */
+        placement none = pl;
+        task t = {.e = &f.e, .index = 0, .off = pl.off, .cnt = pl.cnt, .share = budget};
+        f.e.gang = none.gang;
+        if (ntasks == 1) {
+            fork_body(&f.e, &t);
+        } else {
+            for (unsigned j = 0; j < ntasks; j++) {
+                task tj = {.e = &f.e, .index = j, .share = share_of(budget, ntasks, j)};
+                fork_body(&f.e, &tj);
+            }
+        }
+    } else {
+        uint32_t buf[budget];
+        reserve(x->pool, &pl, budget, buf);
+        run_tasks(&f.e, ntasks, budget, &pl);
+        unreserve(x->pool, &pl);
+    }
+    resume(x);
+    leave(x);
+    return TT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* tt_for_ranges                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef struct range_entry {
+    entry e;
+    tt_range_fn body;
+    void *arg;
+    size_t len;
+    unsigned ntasks;
+} range_entry;
+
+static void range_body(entry *e, const task *t)
+{
+    range_entry *r = (range_entry *)e;
+    size_t base = r->len / r->ntasks, rem = r->len % r->ntasks;
+    size_t j = t->index;
+    size_t begin = j * base + (j < rem ? j : rem);
+    size_t end = begin + base + (j < rem ? 1 : 0);
+    tt__ledger_enter(e->ledger, 1);
+    r->body(r->arg, begin, end);
+    tt__ledger_leave(e->ledger, 1);
+}
+
+int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void *arg)
+{
+    tt__exec *x = ex ? tt__x(ex) : NULL;
+    int rc = check_usable(x);
+    if (rc)
+        return rc;
+    if (!body || grain == 0)
+        return TT_EINVAL;
+    if (x->flags & TT__F_TEAM)
+        return tt__team_for_ranges(x, len, grain, body, arg);
+    int self = x->pool ? tt__pool_member_of(x->pool) : -1;
+    placement pl;
+    rc = token_members(x, self, &pl);
+    if (rc)
+        return rc;
+    rc = enter(x);
+    if (rc)
+        return rc;
+    if (len == 0) {
+        leave(x);
+        return TT_OK;
+    }
+    size_t chunks = len / grain;
+    if (chunks == 0)
+        chunks = 1;
+    unsigned ntasks = chunks < x->budget ? (unsigned)chunks : x->budget;
+    range_entry r = {
+        .e = {.body = range_body, .pool = x->pool, .ledger = x->ledger},
+        .body = body, .arg = arg, .len = len, .ntasks = ntasks,
+    };
+    suspend(x);
+    if (ntasks == 1 || !x->pool || !x->pool->crew) {
+        for (unsigned j = 0; j < ntasks; j++) {
+            task t = {.e = &r.e, .index = j, .share = 1};
+            range_body(&r.e, &t);
+        }
+    } else {
+        uint32_t buf[ntasks];
+        reserve(x->pool, &pl, ntasks, buf);
+        /* Leaf tasks: each takes one member; a token's wider gang part is
+         * narrowed to what the ranges use. */
+        placement use = pl;
+        if (use.cnt > ntasks)
+            use.cnt = ntasks;
+        run_tasks(&r.e, ntasks, ntasks, &use);
+        unreserve(x->pool, &pl);
+    }
+    resume(x);
+    leave(x);
+    return TT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* tt_broadcast                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* The one rule behind tt_broadcast and tt_can_broadcast. */
+static int broadcast_refusal(const tt__exec *x)
+{
+    if (x->flags & TT__F_FORK_CHILD)
+        return TT_REFUSED_FORK_CHILD;
+    if (x->pool && !(x->flags & TT__F_TEAM) && tt__pool_member_of(x->pool) >= 0)
+        return TT_REFUSED_CALLER_IN_POOL;
+    return TT_OK;
+}
+
+typedef struct bcast_entry {
+    entry e;
+    tt_bcast_fn fn;
+    void *arg;
+} bcast_entry;
+
+static void bcast_body(entry *e, const task *t)
+{
+    bcast_entry *b = (bcast_entry *)e;
+    tt__ledger_enter(e->ledger, 1);
+    b->fn(b->arg, t->index);
+    tt__ledger_leave(e->ledger, 1);
+}
+
+bool tt_can_broadcast(const tt_exec *ex)
+{
+    const tt__exec *x = ex ? tt__cx(ex) : NULL;
+    if (check_usable(x) != TT_OK)
+        return false;
+    if (atomic_load_explicit(&x->busy, memory_order_acquire) != 0)
+        return false;
+    return broadcast_refusal(x) == TT_OK;
+}
+
+int tt_broadcast(tt_exec *ex, tt_bcast_fn fn, void *arg)
+{
+    tt__exec *x = ex ? tt__x(ex) : NULL;
+    int rc = check_usable(x);
+    if (rc)
+        return rc;
+    if (!fn)
+        return TT_EINVAL;
+    rc = broadcast_refusal(x);
+    if (rc)
+        return rc;
+    if (x->flags & TT__F_TEAM)
+        return tt__team_broadcast(x, fn, arg);
+    rc = enter(x);
+    if (rc)
+        return rc;
+    unsigned budget = x->budget;
+    bcast_entry b = {.e = {.body = bcast_body, .pool = x->pool, .ledger = x->ledger},
+                     .fn = fn, .arg = arg};
+    suspend(x);
+    if (budget == 1 || !x->pool || !x->pool->crew) {
+        task t = {.e = &b.e, .index = 0, .share = 1};
+        bcast_body(&b.e, &t);
+    } else {
+        uint32_t buf[budget];
+        tt__gang_acquire_prefix(x->pool, budget, buf);
+        tt__ledger_install(x->pool);
+        placement pl = {.gang = buf, .off = 0, .cnt = budget, .self = -1,
+                        .acquired = budget, .own = buf};
+        run_tasks(&b.e, budget, budget, &pl);
+        unreserve(x->pool, &pl);
+    }
+    resume(x);
+    leave(x);
+    return TT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* tt_external                                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ext_entry {
+    entry e;
+    tt_external_fn fn;
+    void *arg;
+    unsigned width;
+    const tt__backend *be;
+} ext_entry;
+
+static void ext_body(entry *e, const task *t)
+{
+    (void)t;
+    ext_entry *x = (ext_entry *)e;
+    int saved[4];
+    x->be->external_enter(x->width, saved);
+    tt__ledger_enter(e->ledger, x->width);
+    x->fn(x->arg, x->width);
+    tt__ledger_leave(e->ledger, x->width);
+    x->be->external_leave(saved);
+}
+
+int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
+{
+    tt__exec *x = ex ? tt__x(ex) : NULL;
+    int rc = check_usable(x);
+    if (rc)
+        return rc;
+    if (!fn)
+        return TT_EINVAL;
+    int self = x->pool ? tt__pool_member_of(x->pool) : -1;
+    placement pl;
+    if (x->flags & TT__F_TEAM) {
+        pl = (placement){.self = self};
+    } else {
+        rc = token_members(x, self, &pl);
+        if (rc)
+            return rc;
+    }
+    rc = enter(x);
+    if (rc)
+        return rc;
+    unsigned width = x->budget;
+    ext_entry e = {.e = {.body = ext_body, .pool = x->pool, .ledger = x->ledger},
+                   .fn = fn, .arg = arg, .width = width, .be = tt__backend_get()};
+    suspend(x);
+    if (width == 1 || !x->pool || !x->pool->crew || (x->flags & TT__F_TEAM)) {
+        /* Inline: budget 1, a pool without crew, or a team token whose
+         * leader holds the team's width. */
+        task t = {.e = &e.e};
+        ext_body(&e.e, &t);
+    } else {
+        /* Reserve the whole width, so that the slots the outside library's
+         * threads use are not handed to other roots meanwhile, and run the
+         * callback on the first member (the caller, when it is one). */
+        uint32_t buf[width];
+        reserve(x->pool, &pl, width, buf);
+        placement one = pl;
+        one.cnt = 1;
+        run_tasks(&e.e, 1, 1, &one);
+        unreserve(x->pool, &pl);
+    }
+    resume(x);
+    leave(x);
+    return TT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Cost-model support                                                        */
+/* ------------------------------------------------------------------------ */
+
+enum tt__cost_kind tt__exec_cost_kind(const tt_exec *ex)
+{
+    const tt__exec *x = ex ? tt__cx(ex) : NULL;
+    if (!x || check_one(x) != TT_OK || x->budget <= 1 || !x->pool || !x->pool->crew)
+        return TT__KIND_SERIAL;
+    if (x->flags & TT__F_TEAM)
+        return TT__KIND_TEAM;
+    if (tt__pool_member_of(x->pool) >= 0)
+        return TT__KIND_IN_POOL;
+    return TT__KIND_OUTSIDE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Ledger accessor                                                           */
+/* ------------------------------------------------------------------------ */
+
+#if TT_LEDGER_ENABLED
+uint64_t tt__ledger_id(const void *root);
+tt_ledger_root tt_exec_ledger_root(const tt_exec *ex)
+{
+    if (!ex)
+        return 0;
+    const tt__exec *x = tt__cx(ex);
+    if (!magic_known(atomic_load_explicit(&x->magic, memory_order_relaxed)))
+        return 0;
+    return tt__ledger_id(x->ledger);
+}
+#endif
