@@ -91,7 +91,7 @@ static int check_one(const tt__exec *x)
 /* Everything an entry checks before it may run or refuse: the token and
  * each reborrow ancestor are live originals, the limit is valid, and the
  * pool was built in this process. */
-static int check_usable(const tt__exec *x)
+int tt__exec_check(const tt__exec *x)
 {
     if (!x)
         return TT_EINVAL;
@@ -114,7 +114,7 @@ static int check_usable(const tt__exec *x)
  * reborrowed descendant is inside an entry (its count sits in busy) or an
  * ancestor entered meanwhile. The ancestors count this entry, so that their
  * own entries see it. */
-static int enter(tt__exec *x)
+int tt__exec_enter(tt__exec *x)
 {
     uint32_t zero = 0;
     /* acq_rel pairs with the release in leave() of a child on another
@@ -136,11 +136,14 @@ static int enter(tt__exec *x)
     return TT_OK;
 }
 
-static void leave(tt__exec *x)
+void tt__exec_leave(tt__exec *x)
 {
     for (tt__exec *p = x->parent; p; p = p->parent)
         atomic_fetch_sub_explicit(&p->busy, 1, memory_order_release);
     atomic_store_explicit(&x->busy, 0, memory_order_release);
+    /* A token minted by tt_team_lead ends the leader role when consumed. */
+    if (x->flags & TT__F_LEAD)
+        tt__team_token_end(x);
 }
 
 unsigned tt_exec_budget(const tt_exec *ex)
@@ -168,7 +171,7 @@ tt_exec *tt_exec_reborrow(tt_exec *parent, tt_exec *child)
     tt__exec *p = tt__x(parent);
     /* Copy what the parent holds whatever its state: a copied or consumed
      * parent is found by the child's first entry through the chain. */
-    mint(c, p->pool, p->budget, p->flags);
+    mint(c, p->pool, p->budget, p->flags & ~(uint32_t)TT__F_LEAD);
     c->gang = p->gang;
     c->gang_off = p->gang_off;
     c->gang_cnt = p->gang_cnt;
@@ -371,12 +374,12 @@ static void child_of(tt__exec *c, const entry *e, const task *t, uint32_t flags,
 
 /* A token held by a library task gives up its slot while it waits for its
  * children, and takes it back after. */
-static inline void suspend(const tt__exec *x)
+void tt__exec_suspend(const tt__exec *x)
 {
     if (x->flags & TT__F_IN_TASK)
         tt__ledger_leave(x->ledger, 1);
 }
-static inline void resume(const tt__exec *x)
+void tt__exec_resume(const tt__exec *x)
 {
     if (x->flags & TT__F_IN_TASK)
         tt__ledger_enter(x->ledger, 1);
@@ -416,7 +419,7 @@ static void fork_body(entry *e, const task *t)
 int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
 {
     tt__exec *x = ex ? tt__x(ex) : NULL;
-    int rc = check_usable(x);
+    int rc = tt__exec_check(x);
     if (rc)
         return rc;
     if (!job || jobs == 0)
@@ -428,7 +431,7 @@ int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
     rc = token_members(x, self, &pl);
     if (rc)
         return rc;
-    rc = enter(x);
+    rc = tt__exec_enter(x);
     if (rc)
         return rc;
 
@@ -440,7 +443,7 @@ int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
         .child_flags = TT__F_FORK_CHILD | TT__F_IN_TASK | (x->flags & TT__F_TEAM),
         .team = x->team,
     };
-    suspend(x);
+    tt__exec_suspend(x);
     if (ntasks == 1 || !x->pool || !x->pool->crew) {
         /* Lazy and inline: one task (or no crew) runs on the caller with the
          * token's members, and no scheduler call is made. */
@@ -461,8 +464,8 @@ int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
         run_tasks(&f.e, ntasks, budget, &pl);
         unreserve(x->pool, &pl);
     }
-    resume(x);
-    leave(x);
+    tt__exec_resume(x);
+    tt__exec_leave(x);
     return TT_OK;
 }
 
@@ -493,7 +496,7 @@ static void range_body(entry *e, const task *t)
 int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void *arg)
 {
     tt__exec *x = ex ? tt__x(ex) : NULL;
-    int rc = check_usable(x);
+    int rc = tt__exec_check(x);
     if (rc)
         return rc;
     if (!body || grain == 0)
@@ -505,11 +508,11 @@ int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void 
     rc = token_members(x, self, &pl);
     if (rc)
         return rc;
-    rc = enter(x);
+    rc = tt__exec_enter(x);
     if (rc)
         return rc;
     if (len == 0) {
-        leave(x);
+        tt__exec_leave(x);
         return TT_OK;
     }
     size_t chunks = len / grain;
@@ -520,7 +523,7 @@ int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void 
         .e = {.body = range_body, .pool = x->pool, .ledger = x->ledger},
         .body = body, .arg = arg, .len = len, .ntasks = ntasks,
     };
-    suspend(x);
+    tt__exec_suspend(x);
     if (ntasks == 1 || !x->pool || !x->pool->crew) {
         for (unsigned j = 0; j < ntasks; j++) {
             task t = {.e = &r.e, .index = j, .share = 1};
@@ -537,8 +540,8 @@ int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void 
         run_tasks(&r.e, ntasks, ntasks, &use);
         unreserve(x->pool, &pl);
     }
-    resume(x);
-    leave(x);
+    tt__exec_resume(x);
+    tt__exec_leave(x);
     return TT_OK;
 }
 
@@ -573,7 +576,7 @@ static void bcast_body(entry *e, const task *t)
 bool tt_can_broadcast(const tt_exec *ex)
 {
     const tt__exec *x = ex ? tt__cx(ex) : NULL;
-    if (check_usable(x) != TT_OK)
+    if (tt__exec_check(x) != TT_OK)
         return false;
     if (atomic_load_explicit(&x->busy, memory_order_acquire) != 0)
         return false;
@@ -583,7 +586,7 @@ bool tt_can_broadcast(const tt_exec *ex)
 int tt_broadcast(tt_exec *ex, tt_bcast_fn fn, void *arg)
 {
     tt__exec *x = ex ? tt__x(ex) : NULL;
-    int rc = check_usable(x);
+    int rc = tt__exec_check(x);
     if (rc)
         return rc;
     if (!fn)
@@ -593,13 +596,13 @@ int tt_broadcast(tt_exec *ex, tt_bcast_fn fn, void *arg)
         return rc;
     if (x->flags & TT__F_TEAM)
         return tt__team_broadcast(x, fn, arg);
-    rc = enter(x);
+    rc = tt__exec_enter(x);
     if (rc)
         return rc;
     unsigned budget = x->budget;
     bcast_entry b = {.e = {.body = bcast_body, .pool = x->pool, .ledger = x->ledger},
                      .fn = fn, .arg = arg};
-    suspend(x);
+    tt__exec_suspend(x);
     if (budget == 1 || !x->pool || !x->pool->crew) {
         task t = {.e = &b.e, .index = 0, .share = 1};
         bcast_body(&b.e, &t);
@@ -612,8 +615,8 @@ int tt_broadcast(tt_exec *ex, tt_bcast_fn fn, void *arg)
         run_tasks(&b.e, budget, budget, &pl);
         unreserve(x->pool, &pl);
     }
-    resume(x);
-    leave(x);
+    tt__exec_resume(x);
+    tt__exec_leave(x);
     return TT_OK;
 }
 
@@ -644,7 +647,7 @@ static void ext_body(entry *e, const task *t)
 int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
 {
     tt__exec *x = ex ? tt__x(ex) : NULL;
-    int rc = check_usable(x);
+    int rc = tt__exec_check(x);
     if (rc)
         return rc;
     if (!fn)
@@ -658,13 +661,13 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
         if (rc)
             return rc;
     }
-    rc = enter(x);
+    rc = tt__exec_enter(x);
     if (rc)
         return rc;
     unsigned width = x->budget;
     ext_entry e = {.e = {.body = ext_body, .pool = x->pool, .ledger = x->ledger},
                    .fn = fn, .arg = arg, .width = width, .be = tt__backend_get()};
-    suspend(x);
+    tt__exec_suspend(x);
     if (width == 1 || !x->pool || !x->pool->crew || (x->flags & TT__F_TEAM)) {
         /* Inline: budget 1, a pool without crew, or a team token whose
          * leader holds the team's width. */
@@ -681,8 +684,8 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
         run_tasks(&e.e, 1, 1, &one);
         unreserve(x->pool, &pl);
     }
-    resume(x);
-    leave(x);
+    tt__exec_resume(x);
+    tt__exec_leave(x);
     return TT_OK;
 }
 

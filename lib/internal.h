@@ -317,7 +317,8 @@ enum {
     TT__F_IN_TASK = 1u << 1,    /* held by a task the library started       */
     TT__F_TEAM = 1u << 2,       /* carries team authority                   */
     TT__F_BAD_LIMIT = 1u << 3,  /* tt_exec_limit(ex, 0): next entry EINVAL  */
-    TT__F_SERIAL = 1u << 4      /* no pool                                  */
+    TT__F_SERIAL = 1u << 4,     /* no pool                                  */
+    TT__F_LEAD = 1u << 5        /* minted by tt_team_lead: ends the role    */
 };
 
 /* Bits of tt__exec.busy: the low bits count reborrowed descendants inside
@@ -347,6 +348,14 @@ static inline const tt__exec *tt__cx(const tt_exec *ex)
 {
     return (const tt__exec *)(const void *)ex;
 }
+
+/* Entry protocol shared by exec.c and team.c: check a token, claim and
+ * consume it, give its ledger slot up while it waits, and release it. */
+int tt__exec_check(const tt__exec *x);
+int tt__exec_enter(tt__exec *x);
+void tt__exec_leave(tt__exec *x);
+void tt__exec_suspend(const tt__exec *x);
+void tt__exec_resume(const tt__exec *x);
 
 /* Team-authority entries and token end (team.c). */
 int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg);

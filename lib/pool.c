@@ -579,3 +579,19 @@ void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx)
 }
 
 bool tt__pool_forked(const tt_pool *p) { return pool_forked(p); }
+
+int tt_pool_wait_counts(const tt_pool *pool, tt_wait_counts *out)
+{
+    if (!pool || !out)
+        return TT_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!pool->crew)
+        return TT_OK;
+    const tt__wait_stats *st = &pool->crew->stats;
+    out->join_sleeps = atomic_load_explicit(&st->join_sleeps, memory_order_relaxed);
+    out->barrier_sleeps = atomic_load_explicit(&st->barrier_sleeps, memory_order_relaxed);
+    out->member_parks = atomic_load_explicit(&st->member_parks, memory_order_relaxed);
+    out->preemptions = atomic_load_explicit(&st->preemptions, memory_order_relaxed);
+    out->wakes = atomic_load_explicit(&st->wakes, memory_order_relaxed);
+    return TT_OK;
+}

@@ -1,27 +1,826 @@
 /*
- * team.c -- team scopes and persistent teams (tt_team_scope, tt_team).
+ * team.c -- team scopes and persistent teams.
  *
- * Tokens with team authority (TT__F_TEAM) are minted only here, so until a
- * team hands one out, the entries below are never reached.
+ * A scope is a control block (tt__ctl) shared by a leader thread
+ * (participant 0) and size - 1 reserved members (participants 1..size-1).
+ * Each member runs participate(): it waits for the control block's
+ * generation word to move, reads the command the leader wrote before it
+ * moved, runs it, and reports to the command's join. Commands are a
+ * section (the first `width` participants run a function, with a barrier
+ * of their own), a split (the participants break into groups, each with a
+ * sub-control block on the leader's stack, and every group runs its own
+ * commands concurrently) and end (the members leave; they return to the
+ * pool, or in a persistent team only at tt_team_into_pool).
+ *
+ * The leader writes a command and then bumps the generation with a seq_cst
+ * store (tt__event_post): that store releases the command to every member's
+ * acquire load of the word. A member touches the control block last in its
+ * tt__join_done, so the block may live on the leader's stack.
+ *
+ * Tokens with team authority (TT__F_TEAM) carry a control block in their
+ * `team` field and a budget no larger than its size; their entries run as
+ * commands on that block instead of acquiring members.
  */
 #include "internal.h"
 
-int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg)
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CMD_SECTION = 1, CMD_SPLIT, CMD_END };
+
+typedef struct tt__ctl tt__ctl;
+
+typedef struct split_cmd {
+    unsigned jobs;      /* parts (split) or jobs (fork)                  */
+    unsigned groups;    /* min(jobs, size)                               */
+    tt_split_fn split;  /* one of these two                              */
+    tt_job_fn job;
+    void *arg;
+    tt__ctl *subs;      /* groups control blocks                         */
+    uint32_t child_flags;
+} split_cmd;
+
+struct tt__ctl {
+    tt__event gen TT__ALIGNED; /* bumped once per command                 */
+    /* The command; written by the leader before the generation moves. */
+    int kind;
+    tt_section_fn fn;
+    void *arg;
+    unsigned width;
+    split_cmd *split;
+    tt__join join TT__ALIGNED;
+    /* The section barrier: arrivals, and the generation that releases. */
+    _Atomic uint32_t bar_count TT__ALIGNED;
+    tt__event bar_gen;
+    /* Fixed for the life of the block. */
+    tt_pool *pool;
+    tt__crew *crew;
+    unsigned size;            /* participants, the leader included       */
+    const uint32_t *members;  /* participant p >= 1 is members[p - 1]    */
+    tt__wait_policy pol;
+    void *ledger;
+    pthread_t leader;         /* the thread that may issue commands      */
+    bool busy;                /* a command is in flight (leader-private) */
+};
+
+struct tt_scope {
+    tt__ctl *c;
+    unsigned size; /* may be less than c->size (a narrower token) */
+    void *ledger;
+};
+
+struct tt_section {
+    tt__ctl *c;
+    unsigned rank, size;
+    void *ledger;
+};
+
+/* A member's part of a scope: the work posted to it once per scope. */
+typedef struct part_work {
+    tt__work w;
+    tt__ctl *c;
+    unsigned rank;
+    uint32_t gen0;   /* the generation before the first command          */
+    bool pin;
+    unsigned cpu;    /* CPU to pin to, when pin                          */
+} part_work;
+
+static void participate(tt__ctl *c, unsigned rank, uint32_t seen);
+
+/* ------------------------------------------------------------------------ */
+/* Control blocks                                                            */
+/* ------------------------------------------------------------------------ */
+
+static void ctl_init(tt__ctl *c, tt_pool *pool, unsigned size, const uint32_t *members,
+                     const tt__wait_policy *pol, void *ledger)
 {
-    (void)x; (void)jobs; (void)job; (void)arg;
-    return TT_ENOTSUP;
+    memset(c, 0, sizeof *c);
+    c->pool = pool;
+    c->crew = pool ? pool->crew : NULL;
+    c->size = size;
+    c->members = members;
+    c->pol = *pol;
+    /* A scope with more awake participants than CPUs spins little, as
+     * libgomp does when it manages more threads than CPUs. */
+    if (size > tt__affinity_cpus())
+        c->pol.throttled = true;
+    c->ledger = ledger;
+    c->leader = pthread_self();
+}
+
+static tt__wait_stats *ctl_stats(tt__ctl *c) { return c->crew ? &c->crew->stats : NULL; }
+
+/* Issue a command to participants 1..n-1 that takes part, and set up the
+ * join for `pending` of them. */
+static void issue(tt__ctl *c, int kind, uint32_t pending)
+{
+    c->kind = kind;
+    tt__join_init(&c->join, pending);
+    uint32_t g = atomic_load_explicit(&c->gen.word, memory_order_relaxed);
+    tt__event_post(&c->gen, g + 1, ctl_stats(c));
+}
+
+static void wait_join(tt__ctl *c)
+{
+    tt__join_wait(&c->join, &c->pol, ctl_stats(c));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sections                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static void run_section(tt__ctl *c, unsigned rank)
+{
+    tt_section s = {.c = c, .rank = rank, .size = c->width, .ledger = c->ledger};
+    tt__ledger_enter(c->ledger, 1);
+    c->fn(c->arg, &s);
+    tt__ledger_leave(c->ledger, 1);
+}
+
+unsigned tt_section_rank(const tt_section *s) { return s ? s->rank : 0; }
+unsigned tt_section_size(const tt_section *s) { return s ? s->size : 0; }
+
+void tt_section_barrier(tt_section *s)
+{
+    if (!s || s->size <= 1)
+        return;
+    tt__ctl *c = s->c;
+    /* Read the release generation before arriving: once the last arrives,
+     * it moves, and a waiter must compare against the value from before. */
+    uint32_t g = atomic_load_explicit(&c->bar_gen.word, memory_order_acquire);
+    uint32_t arrived = atomic_fetch_add_explicit(&c->bar_count, 1, memory_order_acq_rel) + 1;
+    if (arrived == s->size) {
+        /* Last: reset for the next barrier of this section before the
+         * release, so that nobody can arrive at the next one early. */
+        atomic_store_explicit(&c->bar_count, 0, memory_order_relaxed);
+        tt__event_post(&c->bar_gen, g + 1, ctl_stats(c));
+        return;
+    }
+    tt__wait_stats *st = ctl_stats(c);
+    tt__event_wait_ne(&c->bar_gen, g, &c->pol, st, st ? &st->barrier_sleeps : NULL);
+}
+
+static int scope_leader_check(const tt_scope *scope)
+{
+    if (!scope || !scope->c)
+        return TT_EINVAL;
+    if (!pthread_equal(scope->c->leader, pthread_self()))
+        return TT_EWRONGTHREAD;
+    if (scope->c->busy)
+        return TT_EBUSY;
+    return TT_OK;
+}
+
+unsigned tt_scope_size(const tt_scope *scope) { return scope ? scope->size : 0; }
+
+int tt_scope_run_with(tt_scope *scope, unsigned width, tt_section_fn section, void *arg)
+{
+    int rc = scope_leader_check(scope);
+    if (rc)
+        return rc;
+    if (!section || width == 0 || width > scope->size)
+        return TT_EINVAL;
+    tt__ctl *c = scope->c;
+    c->busy = true;
+    c->fn = section;
+    c->arg = arg;
+    c->width = width;
+    if (width == 1) {
+        /* A section of one runs on the leader; nobody else is woken. */
+        run_section(c, 0);
+    } else {
+        atomic_store_explicit(&c->bar_count, 0, memory_order_relaxed);
+        issue(c, CMD_SECTION, width - 1);
+        run_section(c, 0);
+        wait_join(c);
+    }
+    c->busy = false;
+    return TT_OK;
+}
+
+int tt_scope_run(tt_scope *scope, tt_section_fn section, void *arg)
+{
+    return tt_scope_run_with(scope, scope ? scope->size : 0, section, arg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Splits and scope forks                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Group g of `groups` over `size` participants: [first, first + n). */
+static void group_of(unsigned size, unsigned groups, unsigned g, unsigned *first, unsigned *n)
+{
+    unsigned base = size / groups, rem = size % groups;
+    *first = g * base + (g < rem ? g : rem);
+    *n = base + (g < rem ? 1u : 0u);
+}
+
+static void find_group(unsigned size, unsigned groups, unsigned p, unsigned *g, unsigned *r)
+{
+    unsigned base = size / groups, rem = size % groups;
+    unsigned big = rem * (base + 1);
+    if (p < big) {
+        *g = p / (base + 1);
+        *r = p % (base + 1);
+    } else {
+        *g = rem + (p - big) / base;
+        *r = (p - big) % base;
+    }
+}
+
+/* The group leader's side: run the group's parts, then end the sub-block. */
+static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
+{
+    unsigned base = sc->jobs / sc->groups, rem = sc->jobs % sc->groups;
+    unsigned first = g * base + (g < rem ? g : rem);
+    unsigned n = base + (g < rem ? 1u : 0u);
+    sub->leader = pthread_self();
+    for (unsigned i = first; i < first + n; i++) {
+        if (sc->split) {
+            tt_scope view = {.c = sub, .size = sub->size, .ledger = sub->ledger};
+            tt__ledger_enter(sub->ledger, 1);
+            sc->split(sc->arg, i, &view);
+            tt__ledger_leave(sub->ledger, 1);
+        } else {
+            tt_exec child;
+            tt__exec *x = tt__x(&child);
+            memset(x, 0, sizeof child);
+            x->self = x;
+            x->flags = sc->child_flags;
+            x->budget = sub->size;
+            x->pool = sub->pool;
+            x->ledger = sub->ledger;
+            x->team = sub;
+            atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_relaxed);
+            tt__ledger_enter(sub->ledger, 1);
+            sc->job(sc->arg, i, &child);
+            tt__ledger_leave(sub->ledger, 1);
+            atomic_store_explicit(&x->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+        }
+    }
+    if (sub->size > 1) {
+        issue(sub, CMD_END, sub->size - 1);
+        wait_join(sub);
+    }
+}
+
+/* Participant p's side of a split of c. */
+static void split_part(tt__ctl *c, unsigned p)
+{
+    const split_cmd *sc = c->split;
+    unsigned g, r;
+    find_group(c->size, sc->groups, p, &g, &r);
+    if (r == 0)
+        lead_group(&sc->subs[g], sc, g);
+    else
+        participate(&sc->subs[g], r, 0);
+}
+
+static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_job_fn job,
+                        void *arg, uint32_t child_flags)
+{
+    int rc = scope_leader_check(scope);
+    if (rc)
+        return rc;
+    if (jobs == 0 || (!split && !job))
+        return TT_EINVAL;
+    tt__ctl *c = scope->c;
+    unsigned size = scope->size;
+    unsigned groups = jobs < size ? jobs : size;
+    tt__ctl subs[groups];
+    for (unsigned g = 0; g < groups; g++) {
+        unsigned first, n;
+        group_of(size, groups, g, &first, &n);
+        /* Participant q >= 1 of group g is participant first + q of c. */
+        ctl_init(&subs[g], c->pool, n, c->members ? c->members + first : NULL, &c->pol, c->ledger);
+        subs[g].pol.throttled = c->pol.throttled;
+        subs[g].leader = pthread_self(); /* reset by the group's leader */
+    }
+    split_cmd sc = {.jobs = jobs, .groups = groups, .split = split, .job = job, .arg = arg,
+                    .subs = subs, .child_flags = child_flags};
+    c->busy = true;
+    c->split = &sc;
+    if (size > 1 && groups > 0) {
+        /* A narrower view (size < c->size) leaves the rest idle: only
+         * participants below size take part. */
+        c->width = size;
+        issue(c, CMD_SPLIT, size - 1);
+        split_part(c, 0);
+        wait_join(c);
+    } else {
+        split_part(c, 0);
+    }
+    c->split = NULL;
+    c->busy = false;
+    return TT_OK;
+}
+
+int tt_scope_split(tt_scope *scope, unsigned parts, tt_split_fn fn, void *arg)
+{
+    if (!fn)
+        return TT_EINVAL;
+    return split_common(scope, parts, fn, NULL, arg, 0);
+}
+
+int tt_scope_fork(tt_scope *scope, unsigned jobs, tt_job_fn job, void *arg)
+{
+    if (!job)
+        return TT_EINVAL;
+    return split_common(scope, jobs, NULL, job, arg,
+                        TT__F_TEAM | TT__F_FORK_CHILD | TT__F_IN_TASK);
+}
+
+tt_exec *tt_scope_reborrow(tt_scope *scope, tt_exec *child)
+{
+    if (!child)
+        return NULL;
+    tt__exec *x = tt__x(child);
+    memset(x, 0, sizeof *child);
+    x->self = x;
+    if (!scope || !scope->c || !pthread_equal(scope->c->leader, pthread_self())) {
+        atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
+        return child;
+    }
+    x->flags = TT__F_TEAM;
+    x->budget = scope->size;
+    x->pool = scope->c->pool;
+    x->ledger = scope->ledger;
+    x->team = scope->c;
+    atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_relaxed);
+    return child;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Members' loop                                                             */
+/* ------------------------------------------------------------------------ */
+
+static void participate(tt__ctl *c, unsigned rank, uint32_t seen)
+{
+    tt__wait_stats *st = ctl_stats(c);
+    for (;;) {
+        /* A reserved member that sleeps here stays reserved: only an end
+         * command releases it. */
+        seen = tt__event_wait_ne(&c->gen, seen, &c->pol, st, st ? &st->member_parks : NULL);
+        switch (c->kind) {
+        case CMD_SECTION:
+            if (rank < c->width) {
+                run_section(c, rank);
+                tt__join_done(&c->join, st);
+            }
+            break;
+        case CMD_SPLIT:
+            if (rank < c->width) {
+                split_part(c, rank);
+                tt__join_done(&c->join, st);
+            }
+            break;
+        case CMD_END:
+            tt__join_done(&c->join, st);
+            return;
+        default:
+            break;
+        }
+    }
+}
+
+/* Pinning (Linux): participant k >= 1 of a root scope runs on the k-th CPU
+ * of the leader's affinity set while it takes part, and gets its own mask
+ * back before it serves anything else. */
+static bool pin_allowed(void) { return getenv("LIKWID_PIN") == NULL; }
+
+static void part_run(tt__work *w, tt__member *m)
+{
+    (void)m;
+    part_work *pw = (part_work *)w;
+    tt__ctl *c = pw->c;
+    unsigned rank = pw->rank;
+    uint32_t gen0 = pw->gen0;
+    cpu_set_t saved;
+    bool pinned = false;
+    if (pw->pin && sched_getaffinity(0, sizeof saved, &saved) == 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(pw->cpu, &one);
+        pinned = sched_setaffinity(0, sizeof one, &one) == 0;
+    }
+    /* pw lives in the leader's frame until the end command's join: after
+     * participate returns, it may be gone. */
+    participate(c, rank, gen0);
+    if (pinned)
+        sched_setaffinity(0, sizeof saved, &saved);
+}
+
+/* Post the participant loop to every member of c (participants 1..). */
+static void start_members(tt__ctl *c, part_work *works, bool pin)
+{
+    unsigned cpus[c->size > 0 ? c->size : 1];
+    unsigned ncpu = 0;
+    if (pin) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (sched_getaffinity(0, sizeof set, &set) == 0) {
+            for (unsigned cpu = 0; cpu < CPU_SETSIZE && ncpu < c->size; cpu++)
+                if (CPU_ISSET(cpu, &set))
+                    cpus[ncpu++] = cpu;
+        }
+        if (ncpu == 0)
+            pin = false;
+    }
+    uint32_t gen0 = atomic_load_explicit(&c->gen.word, memory_order_relaxed);
+    for (unsigned p = 1; p < c->size; p++) {
+        works[p - 1] = (part_work){.w = {part_run}, .c = c, .rank = p, .gen0 = gen0,
+                                   .pin = pin, .cpu = pin ? cpus[p % ncpu] : 0};
+        tt__member_post(&c->crew->members[c->members[p - 1]], &works[p - 1].w);
+    }
+}
+
+static void end_members(tt__ctl *c)
+{
+    if (c->size > 1) {
+        issue(c, CMD_END, c->size - 1);
+        wait_join(c);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* tt_team_scope                                                             */
+/* ------------------------------------------------------------------------ */
+
+void tt_team_opts_init(tt_team_opts *opts)
+{
+    if (!opts)
+        return;
+    opts->acquire_timeout_ns = UINT64_MAX;
+    opts->spin_polls = UINT64_MAX;
+    opts->pin_participants = -1;
+}
+
+/* Entries on a token with team authority: the scope is already there. */
+static int team_scope_carried(tt__exec *x, tt_scope_fn fn, void *arg);
+
+int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, void *arg)
+{
+    tt__exec *x = ex ? tt__x(ex) : NULL;
+    int rc = tt__exec_check(x);
+    if (rc)
+        return rc;
+    if (!fn)
+        return TT_EINVAL;
+    if (x->flags & TT__F_TEAM)
+        return team_scope_carried(x, fn, arg);
+
+    tt_pool *pool = x->pool;
+    unsigned budget = x->budget;
+    if (budget == 1 || !pool || !pool->crew) {
+        /* A scope of the leader alone: no member, no scheduler call. */
+        rc = tt__exec_enter(x);
+        if (rc)
+            return rc;
+        tt__ctl c;
+        tt__wait_policy pol = {0};
+        ctl_init(&c, pool, 1, NULL, &pol, x->ledger);
+        tt_scope view = {.c = &c, .size = 1, .ledger = x->ledger};
+        tt__exec_suspend(x);
+        fn(arg, &view);
+        tt__exec_resume(x);
+        tt__exec_leave(x);
+        return TT_OK;
+    }
+
+    uint64_t timeout = pool->attr.acquire_timeout_ns;
+    tt__wait_policy pol = pool->crew->team_pol;
+    bool pin = pool->attr.pin_participants;
+    if (opts) {
+        if (opts->acquire_timeout_ns != UINT64_MAX)
+            timeout = opts->acquire_timeout_ns;
+        if (opts->spin_polls != UINT64_MAX)
+            pol.spin_polls = opts->spin_polls;
+        if (opts->pin_participants >= 0)
+            pin = opts->pin_participants != 0;
+    }
+    pin = pin && pin_allowed();
+
+    /* The members: a member's token holds a gang part that starts with the
+     * caller; a plain thread (or a member without one) acquires them. The
+     * acquisition comes before the token is consumed, so that a refusal
+     * consumes nothing. */
+    int self = tt__pool_member_of(pool);
+    uint32_t members[budget];
+    unsigned have = 0, taken = 0;
+    if (x->gang && x->gang_cnt > 0) {
+        if (self < 0 || x->gang[x->gang_off] != (uint32_t)self)
+            return TT_EWRONGTHREAD;
+        for (uint32_t i = 1; i < x->gang_cnt && have < budget - 1; i++)
+            members[have++] = x->gang[x->gang_off + i];
+    }
+    if (have < budget - 1) {
+        taken = budget - 1 - have;
+        rc = tt__gang_acquire(pool, taken, members + have, timeout == 0 ? 0 : timeout);
+        if (rc)
+            return rc;
+        if (self < 0)
+            tt__ledger_install(pool);
+    }
+    rc = tt__exec_enter(x);
+    if (rc) {
+        if (taken)
+            tt__gang_release(pool, taken, members + have);
+        return rc;
+    }
+    tt__ctl c;
+    ctl_init(&c, pool, budget, members, &pol, x->ledger);
+    part_work works[budget - 1];
+    start_members(&c, works, pin);
+    tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
+    tt__exec_suspend(x);
+    fn(arg, &view);
+    tt__exec_resume(x);
+    end_members(&c);
+    if (taken)
+        tt__gang_release(pool, taken, members + have);
+    tt__exec_leave(x);
+    return TT_OK;
+}
+
+int tt_team_scope(tt_exec *ex, tt_scope_fn fn, void *arg)
+{
+    return tt_team_scope_with(ex, NULL, fn, arg);
+}
+
+static int team_scope_carried(tt__exec *x, tt_scope_fn fn, void *arg)
+{
+    tt__ctl *c = x->team;
+    int rc = tt__exec_enter(x);
+    if (rc)
+        return rc;
+    pthread_t prev = c->leader;
+    c->leader = pthread_self();
+    tt_scope view = {.c = c, .size = x->budget, .ledger = x->ledger};
+    tt__exec_suspend(x);
+    fn(arg, &view);
+    tt__exec_resume(x);
+    c->leader = prev;
+    tt__exec_leave(x);
+    return TT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entries on tokens with team authority                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct team_ranges {
+    tt_range_fn body;
+    void *arg;
+    size_t len;
+    unsigned ntasks;
+} team_ranges;
+
+static void ranges_section(void *arg, tt_section *s)
+{
+    team_ranges *r = arg;
+    size_t base = r->len / r->ntasks, rem = r->len % r->ntasks;
+    size_t j = s->rank;
+    size_t begin = j * base + (j < rem ? j : rem);
+    size_t end = begin + base + (j < rem ? 1 : 0);
+    r->body(r->arg, begin, end);
+}
+
+typedef struct team_bcast {
+    tt_bcast_fn fn;
+    void *arg;
+} team_bcast;
+
+static void bcast_section(void *arg, tt_section *s)
+{
+    team_bcast *b = arg;
+    b->fn(b->arg, s->rank);
+}
+
+/* Run one section of `width` on the token's control block. */
+static int team_section(tt__exec *x, unsigned width, tt_section_fn fn, void *arg)
+{
+    tt__ctl *c = x->team;
+    int rc = tt__exec_enter(x);
+    if (rc)
+        return rc;
+    pthread_t prev = c->leader;
+    c->leader = pthread_self();
+    tt_scope view = {.c = c, .size = x->budget, .ledger = x->ledger};
+    tt__exec_suspend(x);
+    rc = tt_scope_run_with(&view, width, fn, arg);
+    tt__exec_resume(x);
+    c->leader = prev;
+    tt__exec_leave(x);
+    return rc;
 }
 
 int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg)
 {
-    (void)x; (void)len; (void)grain; (void)body; (void)arg;
-    return TT_ENOTSUP;
+    if (len == 0) {
+        int rc = tt__exec_enter(x);
+        if (rc)
+            return rc;
+        tt__exec_leave(x);
+        return TT_OK;
+    }
+    size_t chunks = len / grain;
+    if (chunks == 0)
+        chunks = 1;
+    unsigned ntasks = chunks < x->budget ? (unsigned)chunks : x->budget;
+    team_ranges r = {.body = body, .arg = arg, .len = len, .ntasks = ntasks};
+    return team_section(x, ntasks, ranges_section, &r);
 }
 
 int tt__team_broadcast(tt__exec *x, tt_bcast_fn fn, void *arg)
 {
-    (void)x; (void)fn; (void)arg;
-    return TT_ENOTSUP;
+    team_bcast b = {.fn = fn, .arg = arg};
+    return team_section(x, x->budget, bcast_section, &b);
 }
 
-void tt__team_token_end(tt__exec *x) { (void)x; }
+int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg)
+{
+    tt__ctl *c = x->team;
+    int rc = tt__exec_enter(x);
+    if (rc)
+        return rc;
+    pthread_t prev = c->leader;
+    c->leader = pthread_self();
+    tt_scope view = {.c = c, .size = x->budget, .ledger = x->ledger};
+    tt__exec_suspend(x);
+    rc = tt_scope_fork(&view, jobs, job, arg);
+    tt__exec_resume(x);
+    c->leader = prev;
+    tt__exec_leave(x);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Persistent teams                                                          */
+/* ------------------------------------------------------------------------ */
+
+struct tt_team {
+    tt_pool *pool;
+    unsigned width;
+    tt__ctl ctl;
+    uint32_t *members;
+    part_work *works;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool led;
+};
+
+int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
+{
+    if (!team)
+        return TT_EINVAL;
+    *team = NULL;
+    if (!pool || width == 0 || width > pool->width)
+        return TT_EINVAL;
+    if (tt__pool_forked(pool))
+        return TT_EFORKED;
+    tt_team *t = calloc(1, sizeof *t);
+    if (!t)
+        return TT_ENOMEM;
+    unsigned nm = width - 1;
+    t->members = calloc(nm ? nm : 1, sizeof *t->members);
+    t->works = calloc(nm ? nm : 1, sizeof *t->works);
+    if (!t->members || !t->works || pthread_mutex_init(&t->lock, NULL) != 0) {
+        free(t->members);
+        free(t->works);
+        free(t);
+        return TT_ENOMEM;
+    }
+    if (pthread_cond_init(&t->cond, NULL) != 0) {
+        pthread_mutex_destroy(&t->lock);
+        free(t->members);
+        free(t->works);
+        free(t);
+        return TT_ENOMEM;
+    }
+    pthread_mutex_lock(&pool->lock);
+    bool owned = pool->team_owned;
+    if (!owned)
+        pool->team_owned = true;
+    pthread_mutex_unlock(&pool->lock);
+    int rc = owned ? TT_EBUSY : TT_OK;
+    if (rc == TT_OK && nm > 0)
+        rc = tt__gang_acquire(pool, nm, t->members, pool->attr.acquire_timeout_ns);
+    if (rc != TT_OK) {
+        if (!owned) {
+            pthread_mutex_lock(&pool->lock);
+            pool->team_owned = false;
+            pthread_mutex_unlock(&pool->lock);
+        }
+        pthread_cond_destroy(&t->cond);
+        pthread_mutex_destroy(&t->lock);
+        free(t->members);
+        free(t->works);
+        free(t);
+        return rc;
+    }
+    t->pool = pool;
+    t->width = width;
+    tt__wait_policy pol = pool->crew ? pool->crew->team_pol : (tt__wait_policy){0};
+    ctl_init(&t->ctl, pool, width, t->members, &pol, NULL);
+    if (nm > 0)
+        start_members(&t->ctl, t->works, pool->attr.pin_participants && pin_allowed());
+    *team = t;
+    return TT_OK;
+}
+
+static int lead_common(tt_team *team, unsigned budget, tt_exec *ex, bool block)
+{
+    if (!ex)
+        return TT_EINVAL;
+    tt__exec *x = tt__x(ex);
+    if (!team || budget == 0) {
+        memset(x, 0, sizeof *ex);
+        x->self = x;
+        atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
+        return TT_EINVAL;
+    }
+    if (tt__pool_forked(team->pool)) {
+        memset(x, 0, sizeof *ex);
+        x->self = x;
+        atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
+        return TT_EFORKED;
+    }
+    pthread_mutex_lock(&team->lock);
+    if (!block && team->led) {
+        pthread_mutex_unlock(&team->lock);
+        return TT_REFUSED_BUSY;
+    }
+    while (team->led)
+        pthread_cond_wait(&team->cond, &team->lock);
+    team->led = true;
+    pthread_mutex_unlock(&team->lock);
+
+    memset(x, 0, sizeof *ex);
+    x->self = x;
+    x->flags = TT__F_TEAM | TT__F_LEAD;
+    x->budget = budget < team->width ? budget : team->width;
+    x->pool = team->pool;
+    x->team = &team->ctl;
+    x->ledger = tt__ledger_new_root();
+    team->ctl.ledger = x->ledger;
+    team->ctl.leader = pthread_self();
+    atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_release);
+    return TT_OK;
+}
+
+int tt_team_lead(tt_team *team, unsigned budget, tt_exec *ex)
+{
+    return lead_common(team, budget, ex, true);
+}
+
+int tt_team_try_lead(tt_team *team, unsigned budget, tt_exec *ex)
+{
+    return lead_common(team, budget, ex, false);
+}
+
+/* The team of a control block: the block is the team's `ctl` member. */
+static tt_team *team_of_ctl(tt__ctl *c)
+{
+    return (tt_team *)(void *)((char *)c - offsetof(tt_team, ctl));
+}
+
+void tt__team_token_end(tt__exec *x)
+{
+    if (!(x->flags & TT__F_LEAD) || !x->team)
+        return;
+    tt_team *t = team_of_ctl(x->team);
+    pthread_mutex_lock(&t->lock);
+    t->led = false;
+    pthread_cond_signal(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+}
+
+tt_pool *tt_team_pool(tt_team *team) { return team ? team->pool : NULL; }
+
+unsigned tt_team_width(const tt_team *team) { return team ? team->width : 0; }
+
+tt_pool *tt_team_into_pool(tt_team *team)
+{
+    if (!team)
+        return NULL;
+    pthread_mutex_lock(&team->lock);
+    while (team->led)
+        pthread_cond_wait(&team->cond, &team->lock);
+    team->led = true;
+    pthread_mutex_unlock(&team->lock);
+    tt_pool *pool = team->pool;
+    team->ctl.leader = pthread_self();
+    end_members(&team->ctl);
+    if (team->width > 1)
+        tt__gang_release(pool, team->width - 1, team->members);
+    pthread_mutex_lock(&pool->lock);
+    pool->team_owned = false;
+    pthread_mutex_unlock(&pool->lock);
+    pthread_cond_destroy(&team->cond);
+    pthread_mutex_destroy(&team->lock);
+    free(team->members);
+    free(team->works);
+    free(team);
+    return pool;
+}
