@@ -34,7 +34,7 @@ int tt_pool_attr_create(tt_pool_attr **attr)
     if (!attr)
         return TT_EINVAL;
     *attr = NULL;
-    struct tt_pool_attr *a = malloc(sizeof *a);
+    struct tt_pool_attr *a = tt__malloc(sizeof *a);
     if (!a)
         return TT_ENOMEM;
     tt__attr_defaults(a);
@@ -72,7 +72,7 @@ int tt_pool_attr_set_thread_name(tt_pool_attr *attr, const char *name)
         return TT_EINVAL;
     char *copy = NULL;
     if (name) {
-        copy = strdup(name);
+        copy = tt__strdup(name);
         if (!copy)
             return TT_ENOMEM;
     }

@@ -39,11 +39,15 @@ static inline uint64_t sat_mul(uint64_t a, uint64_t b)
     return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
+#if defined(__SIZEOF_INT128__)
+__extension__ typedef unsigned __int128 u128;
+#endif
+
 /* floor(a * b / c), saturating; c > 0. */
 static uint64_t muldiv(uint64_t a, uint64_t b, uint64_t c)
 {
 #if defined(__SIZEOF_INT128__)
-    unsigned __int128 p = (unsigned __int128)a * b / c;
+    u128 p = (u128)a * b / c;
     return p > UINT64_MAX ? UINT64_MAX : (uint64_t)p;
 #else
     uint64_t p;
@@ -58,7 +62,7 @@ static uint64_t muldiv(uint64_t a, uint64_t b, uint64_t c)
 static bool ratio_gt(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
 {
 #if defined(__SIZEOF_INT128__)
-    return (unsigned __int128)a * d > (unsigned __int128)c * b;
+    return (u128)a * d > (u128)c * b;
 #else
     return (long double)a * d > (long double)c * b;
 #endif
@@ -371,6 +375,26 @@ uint64_t tt_dispatch_cost(const tt_exec *ex, unsigned width)
     if (width <= 1)
         return UINT64_MAX;
     return tt_width_costs_at(row, width);
+}
+
+uint64_t tt_scope_dispatch_cost(const tt_scope *scope, unsigned width)
+{
+    if (!scope)
+        return UINT64_MAX;
+    /* The scope's layout is team.c's: a team token reborrowed from it names
+     * its pool and size, and is left invalid off the leader's thread. The
+     * token is only read, never entered, so nothing needs ending. */
+    tt_exec probe;
+    tt_scope_reborrow((tt_scope *)scope, &probe);
+    const tt__exec *x = tt__cx(&probe);
+    if (atomic_load_explicit(&x->magic, memory_order_relaxed) != TT__MAGIC_LIVE || !x->pool ||
+        !x->pool->crew)
+        return UINT64_MAX;
+    if (width > x->budget)
+        width = x->budget;
+    if (width <= 1)
+        return UINT64_MAX;
+    return tt_width_costs_at(&tt__pool_costs(x->pool)->team, width);
 }
 
 bool tt_pays(const tt_exec *ex, uint64_t est_ns, uint64_t sections, unsigned width)

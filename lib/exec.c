@@ -35,6 +35,8 @@ static void mint(tt__exec *x, tt_pool *pool, unsigned budget, uint32_t flags)
     x->flags = flags;
     x->budget = budget;
     x->pool = pool;
+    if (pool)
+        x->pool_gen = atomic_load_explicit(&pool->gen, memory_order_acquire);
     atomic_store_explicit(&x->busy, 0, memory_order_relaxed);
     atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_relaxed);
 }
@@ -53,6 +55,11 @@ int tt_exec_init(tt_exec *ex, tt_pool *pool, unsigned budget)
         mint(x, NULL, 0, 0);
         atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
         return TT_EFORKED;
+    }
+    if (pool->doomed) {
+        mint(x, NULL, 0, 0);
+        atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
+        return TT_EDESTROYED;
     }
     if (budget > pool->width)
         budget = pool->width;
@@ -105,8 +112,12 @@ int tt__exec_check(const tt__exec *x)
     }
     if (x->flags & TT__F_BAD_LIMIT)
         return TT_EINVAL;
-    if (x->pool && tt__pool_forked(x->pool))
-        return TT_EFORKED;
+    if (x->pool) {
+        if (atomic_load_explicit(&x->pool->gen, memory_order_acquire) != x->pool_gen)
+            return TT_EDESTROYED;
+        if (tt__pool_forked(x->pool))
+            return TT_EFORKED;
+    }
     return TT_OK;
 }
 
@@ -172,6 +183,7 @@ tt_exec *tt_exec_reborrow(tt_exec *parent, tt_exec *child)
     /* Copy what the parent holds whatever its state: a copied or consumed
      * parent is found by the child's first entry through the chain. */
     mint(c, p->pool, p->budget, p->flags & ~(uint32_t)TT__F_LEAD);
+    c->pool_gen = p->pool_gen;
     c->gang = p->gang;
     c->gang_off = p->gang_off;
     c->gang_cnt = p->gang_cnt;

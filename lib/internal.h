@@ -219,7 +219,11 @@ typedef struct tt__crew {
     struct tt_pool_attr attr; /* copy; thread_name owned by the crew    */
     bool dedicated;
     bool oversubscribed;      /* width > CPUs of the affinity set        */
-    tt__wait_policy idle_pol; /* how an idle member waits for work       */
+    /* How an idle member waits for work: relaxed atomics, because a crew
+     * taken from the cache gets the new pool's settings while its members
+     * may be spinning. */
+    _Atomic uint64_t idle_polls;
+    _Atomic uint64_t idle_ns;
     tt__wait_policy team_pol; /* how team waits (joins, barriers) spin   */
     tt__wait_stats stats;
     _Atomic uint32_t park_epoch; /* bumped by tt_pool_release_idle      */
@@ -238,6 +242,7 @@ typedef struct tt__crew {
 
     tt__member *members;       /* width entries, cache-line aligned      */
     void *members_mem;
+    struct tt__crew *next;     /* in the process-wide cache              */
 } tt__crew;
 
 int tt__crew_create(const struct tt_pool_attr *attr, unsigned width, tt__crew **out);
@@ -262,6 +267,13 @@ struct tt__gang_waiter {
  * member list lives in the frame of the entry that acquired it (or in the
  * team object) and outlives every token that refers to it. */
 struct tt_pool {
+    /* Bumped when the pool is destroyed. Pool objects are never returned to
+     * the allocator (they are reused by later pools), so a token that
+     * outlived its pool can still read this and report TT_EDESTROYED. */
+    _Atomic uint32_t gen;
+    struct tt_pool *next_shell;
+    bool doomed;              /* destroyed from a member: last out ends it */
+    tt_wait_counts base;      /* counters of a reused crew at build        */
     unsigned width;
     tt__crew *crew;           /* NULL for width 1: nothing ever dispatches */
     struct tt_pool_attr attr; /* settings in force (thread_name not owned) */
@@ -332,6 +344,7 @@ typedef struct tt__exec {
     uint32_t budget;
     uint32_t gang_off;         /* this token's members: gang[off, off+cnt)  */
     uint32_t gang_cnt;
+    uint32_t pool_gen;         /* pool->gen when minted                     */
     _Atomic uint32_t busy;
     tt_pool *pool;
     const uint32_t *gang;      /* member indices, or NULL: none reserved    */
@@ -390,6 +403,15 @@ static inline void tt__ledger_enter(void *root, unsigned n) { (void)root; (void)
 static inline void tt__ledger_leave(void *root, unsigned n) { (void)root; (void)n; }
 static inline void tt__ledger_install(tt_pool *pool) { (void)pool; }
 #endif
+
+/* Allocation and thread start with failure injection (alloc.c). Tests
+ * link the static library and arm tt__fault_inject. */
+void *tt__malloc(size_t n);
+void *tt__calloc(size_t n, size_t size);
+char *tt__strdup(const char *s);
+int tt__memalign(void **p, size_t align, size_t n);
+bool tt__fault_thread(void);
+void tt__fault_inject(long alloc_nth, long thread_nth);
 
 /* CPUs in the calling thread's affinity set (at least 1). */
 unsigned tt__affinity_cpus(void);

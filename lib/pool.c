@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/resource.h>
 
 _Atomic uint64_t tt__fork_generation;
@@ -146,7 +147,11 @@ void tt__member_main(tt__crew *c, unsigned k)
     tt__event_bump(&c->startup, NULL);
 
     for (;;) {
-        tt__wait_policy pol = c->idle_pol;
+        tt__wait_policy pol = {
+            .spin_polls = atomic_load_explicit(&c->idle_polls, memory_order_relaxed),
+            .spin_ns = atomic_load_explicit(&c->idle_ns, memory_order_relaxed),
+            .throttled = c->oversubscribed,
+        };
         pol.stop = &c->park_epoch;
         pol.stop_val = atomic_load_explicit(&c->park_epoch, memory_order_relaxed);
         uint32_t seq = tt__event_wait_ne(&m->mail, m->seen, &pol, &c->stats, &c->stats.member_parks);
@@ -189,40 +194,94 @@ static void crew_send_exit(tt__crew *c, uint32_t n)
         tt__member_post(&c->members[k], &tt__work_exit);
 }
 
+/* Settings a crew takes from the pool that uses it (at build, and again
+ * when a cached crew is taken by a new pool). */
+static void crew_configure(tt__crew *c, const struct tt_pool_attr *attr)
+{
+    c->oversubscribed = c->width > tt__affinity_cpus();
+    atomic_store_explicit(&c->idle_polls, attr->idle_spin_ns == 0 ? 0 : attr->spin_polls,
+                          memory_order_relaxed);
+    atomic_store_explicit(&c->idle_ns, attr->idle_spin_ns, memory_order_relaxed);
+    c->team_pol = (tt__wait_policy){
+        .spin_polls = attr->spin_polls,
+        .spin_ns = 0,
+        .throttled = c->oversubscribed,
+    };
+    c->attr.spin_polls = attr->spin_polls;
+    c->attr.idle_spin_ns = attr->idle_spin_ns;
+    c->attr.acquire_timeout_ns = attr->acquire_timeout_ns;
+    c->attr.pin_participants = attr->pin_participants;
+    c->attr.idle_serves_pool = attr->idle_serves_pool;
+}
+
+/* When the process may only have a bounded number of threads, libgomp
+ * would abort the process (gomp_fatal) if the OS refused one of the team's
+ * threads. Start and end that many small probe threads first, so that a
+ * refusal becomes TT_EAGAIN instead. */
+typedef struct probe {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool go;
+} probe;
+
+static void *probe_main(void *arg)
+{
+    probe *pr = arg;
+    pthread_mutex_lock(&pr->lock);
+    while (!pr->go)
+        pthread_cond_wait(&pr->cond, &pr->lock);
+    pthread_mutex_unlock(&pr->lock);
+    return NULL;
+}
+
+static int preflight_threads(unsigned n)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NPROC, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return TT_OK;
+    pthread_t *t = tt__calloc(n, sizeof *t);
+    if (!t)
+        return TT_ENOMEM;
+    probe pr = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .go = false};
+    pthread_attr_t pa;
+    pthread_attr_init(&pa);
+    pthread_attr_setstacksize(&pa, 64 << 10);
+    unsigned started = 0;
+    while (started < n && pthread_create(&t[started], &pa, probe_main, &pr) == 0)
+        started++;
+    pthread_attr_destroy(&pa);
+    pthread_mutex_lock(&pr.lock);
+    pr.go = true;
+    pthread_cond_broadcast(&pr.cond);
+    pthread_mutex_unlock(&pr.lock);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    free(t);
+    return started == n ? TT_OK : TT_EAGAIN;
+}
+
 int tt__crew_create(const struct tt_pool_attr *attr, unsigned width, tt__crew **out)
 {
     *out = NULL;
-    tt__crew *c = calloc(1, sizeof *c);
+    tt__crew *c = tt__calloc(1, sizeof *c);
     if (!c)
         return TT_ENOMEM;
     c->width = width;
     c->be = tt__backend_get();
     c->attr = *attr;
     c->attr.thread_name = NULL;
-    if (attr->thread_name && !(c->attr.thread_name = strdup(attr->thread_name))) {
+    if (attr->thread_name && !(c->attr.thread_name = tt__strdup(attr->thread_name))) {
         free(c);
         return TT_ENOMEM;
     }
     c->dedicated = tt__attr_dedicated(attr);
-    c->oversubscribed = width > tt__affinity_cpus();
-    c->idle_pol = (tt__wait_policy){
-        .spin_polls = attr->spin_polls,
-        .spin_ns = attr->idle_spin_ns,
-        .throttled = c->oversubscribed,
-    };
-    if (attr->idle_spin_ns == 0)
-        c->idle_pol.spin_polls = 0;
-    c->team_pol = (tt__wait_policy){
-        .spin_polls = attr->spin_polls,
-        .spin_ns = 0,
-        .throttled = c->oversubscribed,
-    };
+    crew_configure(c, attr);
     CPU_ZERO(&c->cpus);
     c->have_cpus = sched_getaffinity(0, sizeof c->cpus, &c->cpus) == 0;
 
     size_t bytes = sizeof(tt__member) * width;
     void *mem = NULL;
-    if (posix_memalign(&mem, TT__CACHELINE, bytes) != 0) {
+    if (tt__memalign(&mem, TT__CACHELINE, bytes) != 0) {
         crew_free(c);
         return TT_ENOMEM;
     }
@@ -234,7 +293,9 @@ int tt__crew_create(const struct tt_pool_attr *attr, unsigned width, tt__crew **
         c->members[k].crew = c;
     }
 
-    int rc = c->be->start(c);
+    int rc = preflight_threads(width);
+    if (rc == TT_OK)
+        rc = tt__fault_thread() ? TT_EAGAIN : c->be->start(c);
     if (rc != TT_OK) {
         crew_free(c);
         return rc;
@@ -266,17 +327,142 @@ void tt__crew_destroy(tt__crew *c)
     crew_free(c);
 }
 
+/* Work that makes a member take the crew's CPU set (a cached crew taken by
+ * a pool built on another thread). */
+typedef struct affinity_work {
+    tt__work w;
+    tt__join *join;
+} affinity_work;
+
+static void affinity_run(tt__work *w, tt__member *m)
+{
+    affinity_work *a = (affinity_work *)w;
+    tt__crew *c = m->crew;
+    if (c->have_cpus)
+        sched_setaffinity(0, sizeof c->cpus, &c->cpus);
+    tt__join_done(a->join, &c->stats);
+}
+
+static void crew_retarget(tt__crew *c)
+{
+    CPU_ZERO(&c->cpus);
+    c->have_cpus = sched_getaffinity(0, sizeof c->cpus, &c->cpus) == 0;
+    affinity_work works[c->width];
+    tt__join join;
+    tt__join_init(&join, c->width);
+    for (unsigned k = 0; k < c->width; k++) {
+        works[k] = (affinity_work){.w = {affinity_run}, .join = &join};
+        tt__member_post(&c->members[k], &works[k].w);
+    }
+    tt__join_wait(&join, &c->team_pol, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The process-wide cache of idle default crews                              */
+/* ------------------------------------------------------------------------ */
+
+/* Oldest first. The cache holds at most max(CPUs, widest pool built)
+ * threads; beyond that the oldest crews are joined. */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static tt__crew *cache_head;
+static unsigned cache_threads;
+static unsigned widest_built;
+
+static tt__crew *cache_take(unsigned width)
+{
+    pthread_mutex_lock(&cache_lock);
+    if (width > widest_built)
+        widest_built = width;
+    tt__crew **pp = &cache_head;
+    while (*pp && (*pp)->width != width)
+        pp = &(*pp)->next;
+    tt__crew *c = *pp;
+    if (c) {
+        *pp = c->next;
+        c->next = NULL;
+        cache_threads -= c->width;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return c;
+}
+
+static void cache_put(tt__crew *c)
+{
+    tt__crew *evict = NULL, **tail;
+    pthread_mutex_lock(&cache_lock);
+    for (tail = &cache_head; *tail; tail = &(*tail)->next)
+        ;
+    *tail = c;
+    cache_threads += c->width;
+    unsigned cap = tt__affinity_cpus();
+    if (widest_built > cap)
+        cap = widest_built;
+    /* Unlink the oldest entries beyond the cap; join them outside the lock. */
+    tt__crew **evict_tail = &evict;
+    while (cache_threads > cap && cache_head) {
+        tt__crew *old = cache_head;
+        cache_head = old->next;
+        old->next = NULL;
+        cache_threads -= old->width;
+        *evict_tail = old;
+        evict_tail = &old->next;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    while (evict) {
+        tt__crew *n = evict->next;
+        tt__crew_destroy(evict);
+        evict = n;
+    }
+}
+
+unsigned tt__cache_threads(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    unsigned n = cache_threads;
+    pthread_mutex_unlock(&cache_lock);
+    return n;
+}
+
 /* ------------------------------------------------------------------------ */
 /* fork() in a child: the crews' threads do not exist there                  */
 /* ------------------------------------------------------------------------ */
 
+/* Pool objects are kept for reuse (see struct tt_pool); this list holds the
+ * destroyed ones. */
+static pthread_mutex_t shell_lock = PTHREAD_MUTEX_INITIALIZER;
+static tt_pool *shell_head;
+
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&shell_lock);
+    pthread_mutex_lock(&cache_lock);
+}
+
+static void atfork_parent(void)
+{
+    pthread_mutex_unlock(&cache_lock);
+    pthread_mutex_unlock(&shell_lock);
+}
+
 static void atfork_child(void)
 {
     atomic_fetch_add_explicit(&tt__fork_generation, 1, memory_order_relaxed);
+    /* The cached crews' threads are gone: forget them (their memory is
+     * released, no thread is joined). */
+    tt__crew *c = cache_head;
+    while (c) {
+        tt__crew *n = c->next;
+        crew_free(c);
+        c = n;
+    }
+    cache_head = NULL;
+    cache_threads = 0;
+    pthread_mutex_init(&cache_lock, NULL);
+    pthread_mutex_init(&shell_lock, NULL);
 }
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-static void atfork_register(void) { pthread_atfork(NULL, NULL, atfork_child); }
+static void atfork_register(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
 
 static bool pool_forked(const tt_pool *p)
 {
@@ -287,12 +473,41 @@ static bool pool_forked(const tt_pool *p)
 /* Pools                                                                     */
 /* ------------------------------------------------------------------------ */
 
+static tt_pool *shell_get(void)
+{
+    pthread_mutex_lock(&shell_lock);
+    tt_pool *p = shell_head;
+    if (p)
+        shell_head = p->next_shell;
+    pthread_mutex_unlock(&shell_lock);
+    if (!p) {
+        p = tt__calloc(1, sizeof *p);
+        if (!p)
+            return NULL;
+        atomic_store_explicit(&p->gen, 1, memory_order_relaxed);
+    }
+    p->next_shell = NULL;
+    return p;
+}
+
+/* Retire a pool object: every token minted on it now reads TT_EDESTROYED. */
+static void shell_put(tt_pool *p)
+{
+    free(p->free_bits);
+    p->free_bits = NULL;
+    p->crew = NULL;
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    pthread_mutex_lock(&shell_lock);
+    p->next_shell = shell_head;
+    shell_head = p;
+    pthread_mutex_unlock(&shell_lock);
+}
+
 static void pool_free(tt_pool *p)
 {
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->cond);
-    free(p->free_bits);
-    free(p);
+    shell_put(p);
 }
 
 int tt_pool_create(tt_pool **pool, const tt_pool_attr *attr)
@@ -316,28 +531,29 @@ int tt_pool_create(tt_pool **pool, const tt_pool_attr *attr)
     if (width > 1 && width > width_limit(be))
         return TT_ERANGE;
 
-    tt_pool *p = calloc(1, sizeof *p);
+    tt_pool *p = shell_get();
     if (!p)
         return TT_ENOMEM;
+    /* Clear everything but the generation, which stale tokens may read. */
+    _Static_assert(offsetof(struct tt_pool, gen) == 0, "gen must come first");
+    memset((char *)p + sizeof p->gen, 0, sizeof *p - sizeof p->gen);
     p->width = width;
     p->attr = a;
     p->attr.thread_name = NULL; /* the crew owns its copy */
     p->forked_gen = atomic_load_explicit(&tt__fork_generation, memory_order_relaxed);
     size_t words = (width + 63) / 64;
-    p->free_bits = calloc(words, sizeof(uint64_t));
+    p->free_bits = tt__calloc(words, sizeof(uint64_t));
     if (!p->free_bits) {
-        free(p);
+        shell_put(p);
         return TT_ENOMEM;
     }
     if (pthread_mutex_init(&p->lock, NULL) != 0) {
-        free(p->free_bits);
-        free(p);
+        shell_put(p);
         return TT_ENOMEM;
     }
     if (pthread_cond_init(&p->cond, NULL) != 0) {
         pthread_mutex_destroy(&p->lock);
-        free(p->free_bits);
-        free(p);
+        shell_put(p);
         return TT_ENOMEM;
     }
     for (unsigned k = 0; k < width; k++)
@@ -345,14 +561,74 @@ int tt_pool_create(tt_pool **pool, const tt_pool_attr *attr)
     p->free_count = width;
 
     if (width > 1) {
-        int rc = tt__crew_create(&a, width, &p->crew);
-        if (rc != TT_OK) {
-            pool_free(p);
-            return rc;
+        tt__crew *c = NULL;
+        if (!tt__attr_dedicated(&a))
+            c = cache_take(width);
+        if (c) {
+            crew_configure(c, &a);
+            crew_retarget(c);
+            p->crew = c;
+            tt_pool_wait_counts(p, &p->base);
+        } else {
+            pthread_mutex_lock(&cache_lock);
+            if (width > widest_built)
+                widest_built = width;
+            pthread_mutex_unlock(&cache_lock);
+            int rc = tt__crew_create(&a, width, &p->crew);
+            if (rc != TT_OK) {
+                pool_free(p);
+                return rc;
+            }
         }
     }
     *pool = p;
     return TT_OK;
+}
+
+/* Hand the crew back (to the cache, or join it) and retire the pool. */
+static void pool_teardown(tt_pool *pool)
+{
+    tt__crew *c = pool->crew;
+    pool->crew = NULL;
+    if (c) {
+        if (c->dedicated)
+            tt__crew_destroy(c);
+        else
+            cache_put(c);
+    }
+    pool_free(pool);
+}
+
+static void *reaper_main(void *arg)
+{
+    pool_teardown(arg);
+    return NULL;
+}
+
+/* Called with the pool's lock held after a release: a pool destroyed from
+ * one of its members is torn down by the last entry out. */
+static bool doom_due(const tt_pool *p)
+{
+    return p->doomed && p->free_count == p->width && !p->team_owned && !p->wait_head;
+}
+
+static void doom_finish(tt_pool *p)
+{
+    if (tt__pool_member_of(p) < 0) {
+        pool_teardown(p);
+        return;
+    }
+    /* A member cannot join its own team: a detached thread does it. */
+    pthread_t t;
+    pthread_attr_t pa;
+    pthread_attr_init(&pa);
+    pthread_attr_setdetachstate(&pa, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &pa, reaper_main, p) != 0) {
+        /* No thread to spare: leave the crew running; the pool object stays
+         * retired. This leaks the crew but never corrupts anything. */
+        p->crew = NULL;
+    }
+    pthread_attr_destroy(&pa);
 }
 
 int tt_pool_destroy(tt_pool *pool)
@@ -360,28 +636,33 @@ int tt_pool_destroy(tt_pool *pool)
     if (!pool)
         return TT_OK;
     if (pool_forked(pool)) {
-        /* In a fork child the threads do not exist: free the memory only.
-         * The crew's mutexes were copied in whatever state; do not touch
-         * them beyond freeing. */
-        if (pool->crew) {
-            free(pool->crew->attr.thread_name);
-            free(pool->crew->members_mem);
-            free(pool->crew);
-        }
-        free(pool->free_bits);
-        free(pool);
+        /* In a fork child the threads do not exist: release the memory
+         * only. The locks were copied in whatever state; leave them. */
+        if (pool->crew)
+            crew_free(pool->crew);
+        pool->crew = NULL;
+        shell_put(pool);
         return TT_OK;
     }
     pthread_mutex_lock(&pool->lock);
+    if (pool->doomed) {
+        pthread_mutex_unlock(&pool->lock);
+        return TT_EDESTROYED;
+    }
+    if (tt__pool_member_of(pool) >= 0) {
+        /* From one of its own members: signal shutdown and return. New
+         * entries are refused from now on; the last entry out tears the
+         * pool down. */
+        pool->doomed = true;
+        atomic_fetch_add_explicit(&pool->gen, 1, memory_order_release);
+        pthread_mutex_unlock(&pool->lock);
+        return TT_OK;
+    }
     bool busy = pool->free_count != pool->width || pool->team_owned || pool->wait_head != NULL;
     pthread_mutex_unlock(&pool->lock);
     if (busy)
         return TT_EBUSY;
-    if (tt__pool_member_of(pool) >= 0)
-        return TT_EBUSY; /* a member is always inside an entry */
-    if (pool->crew)
-        tt__crew_destroy(pool->crew);
-    pool_free(pool);
+    pool_teardown(pool);
     return TT_OK;
 }
 
@@ -575,7 +856,10 @@ void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx)
     p->free_count += n;
     if (p->wait_head)
         pthread_cond_broadcast(&p->cond);
+    bool due = doom_due(p);
     pthread_mutex_unlock(&p->lock);
+    if (due)
+        doom_finish(p);
 }
 
 bool tt__pool_forked(const tt_pool *p) { return pool_forked(p); }
@@ -587,11 +871,13 @@ int tt_pool_wait_counts(const tt_pool *pool, tt_wait_counts *out)
     memset(out, 0, sizeof *out);
     if (!pool->crew)
         return TT_OK;
+    /* A crew taken from the cache counted for earlier pools too: report
+     * what happened since this pool was built. */
     const tt__wait_stats *st = &pool->crew->stats;
-    out->join_sleeps = atomic_load_explicit(&st->join_sleeps, memory_order_relaxed);
-    out->barrier_sleeps = atomic_load_explicit(&st->barrier_sleeps, memory_order_relaxed);
-    out->member_parks = atomic_load_explicit(&st->member_parks, memory_order_relaxed);
-    out->preemptions = atomic_load_explicit(&st->preemptions, memory_order_relaxed);
-    out->wakes = atomic_load_explicit(&st->wakes, memory_order_relaxed);
+    out->join_sleeps = atomic_load_explicit(&st->join_sleeps, memory_order_relaxed) - pool->base.join_sleeps;
+    out->barrier_sleeps = atomic_load_explicit(&st->barrier_sleeps, memory_order_relaxed) - pool->base.barrier_sleeps;
+    out->member_parks = atomic_load_explicit(&st->member_parks, memory_order_relaxed) - pool->base.member_parks;
+    out->preemptions = atomic_load_explicit(&st->preemptions, memory_order_relaxed) - pool->base.preemptions;
+    out->wakes = atomic_load_explicit(&st->wakes, memory_order_relaxed) - pool->base.wakes;
     return TT_OK;
 }

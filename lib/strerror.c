@@ -16,6 +16,7 @@ const char *tt_strerror(int code)
     case TT_EFORKED: return "The process was forked after this pool was built; its threads do not exist here. Destroy the pool and build a new one.";
     case TT_ENOTSUP: return "Not supported by this build or platform.";
     case TT_EWRONGTHREAD: return "A token handed to a task was used on another thread than that task's; nothing ran.";
+    case TT_EDESTROYED: return "The token's pool was destroyed (or a destroy is under way); nothing ran.";
     case TT_REFUSED_FORK_CHILD: return "Refused: broadcast on a token derived from tt_fork, whose siblings may hold the members a broadcast needs; nothing was consumed.";
     case TT_REFUSED_CALLER_IN_POOL: return "Refused: broadcast from a member of the token's own pool, which may be a member the broadcast needs; nothing was consumed.";
     case TT_REFUSED_UNAVAILABLE: return "Refused: the team's members could not be reserved within the acquire timeout; nothing was consumed.";
@@ -40,6 +41,7 @@ const char *tt_status_name(int code)
     TT__NAME(TT_EFORKED)
     TT__NAME(TT_ENOTSUP)
     TT__NAME(TT_EWRONGTHREAD)
+    TT__NAME(TT_EDESTROYED)
     TT__NAME(TT_REFUSED_FORK_CHILD)
     TT__NAME(TT_REFUSED_CALLER_IN_POOL)
     TT__NAME(TT_REFUSED_UNAVAILABLE)

@@ -250,6 +250,7 @@ static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
             x->flags = sc->child_flags;
             x->budget = sub->size;
             x->pool = sub->pool;
+            x->pool_gen = sub->pool ? atomic_load_explicit(&sub->pool->gen, memory_order_acquire) : 0;
             x->ledger = sub->ledger;
             x->team = sub;
             atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_relaxed);
@@ -345,6 +346,7 @@ tt_exec *tt_scope_reborrow(tt_scope *scope, tt_exec *child)
     x->flags = TT__F_TEAM;
     x->budget = scope->size;
     x->pool = scope->c->pool;
+    x->pool_gen = x->pool ? atomic_load_explicit(&x->pool->gen, memory_order_acquire) : 0;
     x->ledger = scope->ledger;
     x->team = scope->c;
     atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_relaxed);
@@ -679,12 +681,12 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
         return TT_EINVAL;
     if (tt__pool_forked(pool))
         return TT_EFORKED;
-    tt_team *t = calloc(1, sizeof *t);
+    tt_team *t = tt__calloc(1, sizeof *t);
     if (!t)
         return TT_ENOMEM;
     unsigned nm = width - 1;
-    t->members = calloc(nm ? nm : 1, sizeof *t->members);
-    t->works = calloc(nm ? nm : 1, sizeof *t->works);
+    t->members = tt__calloc(nm ? nm : 1, sizeof *t->members);
+    t->works = tt__calloc(nm ? nm : 1, sizeof *t->works);
     if (!t->members || !t->works || pthread_mutex_init(&t->lock, NULL) != 0) {
         free(t->members);
         free(t->works);
@@ -761,6 +763,7 @@ static int lead_common(tt_team *team, unsigned budget, tt_exec *ex, bool block)
     x->flags = TT__F_TEAM | TT__F_LEAD;
     x->budget = budget < team->width ? budget : team->width;
     x->pool = team->pool;
+    x->pool_gen = atomic_load_explicit(&team->pool->gen, memory_order_acquire);
     x->team = &team->ctl;
     x->ledger = tt__ledger_new_root();
     team->ctl.ledger = x->ledger;

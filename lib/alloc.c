@@ -1,0 +1,53 @@
+/*
+ * alloc.c -- every allocation and thread start of the library goes through
+ * here, so that tests can make the Nth one fail (failure injection) and
+ * check that each failure returns its code, leaks nothing and leaves no
+ * thread behind. The counters are process-wide relaxed atomics; with no
+ * injection armed, the cost is one load per allocation, and allocations
+ * happen only when pools, attributes and teams are built.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* 0: off. N > 0: the Nth call from now fails, and injection disarms. */
+static _Atomic long fault_alloc_at;
+static _Atomic long fault_thread_at;
+
+void tt__fault_inject(long alloc_nth, long thread_nth)
+{
+    atomic_store_explicit(&fault_alloc_at, alloc_nth, memory_order_relaxed);
+    atomic_store_explicit(&fault_thread_at, thread_nth, memory_order_relaxed);
+}
+
+static bool fault_hit(_Atomic long *at)
+{
+    long v = atomic_load_explicit(at, memory_order_relaxed);
+    while (v > 0) {
+        if (atomic_compare_exchange_weak_explicit(at, &v, v - 1, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return v == 1;
+    }
+    return false;
+}
+
+bool tt__fault_thread(void) { return fault_hit(&fault_thread_at); }
+
+void *tt__malloc(size_t n) { return fault_hit(&fault_alloc_at) ? NULL : malloc(n); }
+
+void *tt__calloc(size_t n, size_t size)
+{
+    return fault_hit(&fault_alloc_at) ? NULL : calloc(n, size);
+}
+
+char *tt__strdup(const char *s) { return fault_hit(&fault_alloc_at) ? NULL : strdup(s); }
+
+int tt__memalign(void **p, size_t align, size_t n)
+{
+    if (fault_hit(&fault_alloc_at)) {
+        *p = NULL;
+        return -1;
+    }
+    return posix_memalign(p, align, n);
+}
