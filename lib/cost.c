@@ -46,13 +46,13 @@ __extension__ typedef unsigned __int128 u128;
 /* floor(a * b / c), saturating; c > 0. */
 static uint64_t muldiv(uint64_t a, uint64_t b, uint64_t c)
 {
-#if defined(__SIZEOF_INT128__)
-    u128 p = (u128)a * b / c;
-    return p > UINT64_MAX ? UINT64_MAX : (uint64_t)p;
-#else
     uint64_t p;
-    if (!__builtin_mul_overflow(a, b, &p))
-        return p / c;
+    if (TT__LIKELY(!__builtin_mul_overflow(a, b, &p)))
+        return p / c; /* always so between anchors: cost * width < 2^60 */
+#if defined(__SIZEOF_INT128__)
+    u128 q = (u128)a * b / c;
+    return q > UINT64_MAX ? UINT64_MAX : (uint64_t)q;
+#else
     long double q = (long double)a * (long double)b / (long double)c;
     return q >= 18446744073709551615.0L ? UINT64_MAX : (uint64_t)q;
 #endif
@@ -245,12 +245,18 @@ static uint64_t interp(const tt_width_costs *wc, unsigned i, unsigned w)
     return c0 - muldiv(c0 - c1, w - w0, w1 - w0);
 }
 
+/* Above the largest anchor, with the growth slope num/den. */
+static inline uint64_t above_by(const tt_width_costs *wc, unsigned n, unsigned w, uint64_t num,
+                                uint64_t den)
+{
+    return sat_add(wc->cost_ns[n - 1], num ? muldiv(num, w - wc->width[n - 1], den) : 0);
+}
+
 static uint64_t above(const tt_width_costs *wc, unsigned n, unsigned w)
 {
     uint64_t num, den;
     growth_slope(wc, n, &num, &den);
-    const unsigned wl = wc->width[n - 1];
-    return sat_add(wc->cost_ns[n - 1], num ? muldiv(num, w - wl, den) : 0);
+    return above_by(wc, n, w, num, den);
 }
 
 uint64_t tt_width_costs_at(const tt_width_costs *wc, unsigned width)
@@ -274,11 +280,32 @@ unsigned tt_width_for_by(const tt_width_costs *wc, unsigned max_width, uint64_t 
     if (max_width <= 1)
         return 1;
     const unsigned n = wc ? row_count(wc) : 0;
-    /* From `mono` on, D(k) never decreases; with a zero slope it is flat. */
-    unsigned mono = n ? wc->width[n - 1] : 2;
+    /* One pass over the anchors: the cheapest one, and where the costs stop
+     * falling for good (from `mono` on, D(k) never decreases: the anchors
+     * rise or stay, interpolation follows them, the growth is >= 0). */
+    uint64_t dmin = 0;
+    unsigned mono = 2;
+    if (n) {
+        dmin = wc->cost_ns[n - 1];
+        unsigned from = n - 1;
+        for (unsigned i = n - 1; i-- > 0;) {
+            if (wc->cost_ns[i] < dmin)
+                dmin = wc->cost_ns[i];
+            if (from == i + 1 && wc->cost_ns[i] <= wc->cost_ns[i + 1])
+                from = i;
+        }
+        mono = from == 0 ? 2 : wc->width[from];
+    }
+    /* Every width >= 2 pays at least sections * dmin: when that alone is no
+     * less than the serial time, serial wins (ties go to the smaller). This
+     * is the common answer for small work, and it costs no division. */
+    if (sat_mul(sections, dmin) >= est_ns)
+        return 1;
+
     uint64_t num = 0, den = 1;
     if (n)
         growth_slope(wc, n, &num, &den);
+    const unsigned top = n ? wc->width[n - 1] : 2;
     const bool flat_tail = num == 0;
 
     unsigned best_k = 1;
@@ -293,22 +320,20 @@ unsigned tt_width_for_by(const tt_width_costs *wc, unsigned max_width, uint64_t 
         } else {
             while (seg + 1 < n && k > wc->width[seg + 1])
                 seg++;
-            d = seg + 1 < n ? interp(wc, seg, k) : above(wc, n, k);
+            d = seg + 1 < n ? interp(wc, seg, k) : above_by(wc, n, k, num, den);
         }
         const uint64_t disp = sat_mul(sections, d);
+        if (k >= mono && disp >= best)
+            break; /* f(k') >= disp(k') >= disp(k) >= best for every k' >= k */
         const uint64_t f = sat_add(disp, est_ns / k);
         if (f < best) {
             best = f;
             best_k = k;
         }
-        if (k < mono)
-            continue;
-        /* Above here D(k') >= D(k) for every k' > k. */
-        if (disp >= best)
-            break; /* f(k') >= disp(k') >= best: no later width wins */
-        if (flat_tail) {
-            /* f(k') = disp + floor(est / k'), non-increasing: the best later
-             * width is the smallest one reaching floor(est / max_width). */
+        if (flat_tail && k >= top) {
+            /* D is flat from here: f(k') = disp + floor(est / k') does not
+             * increase, so the best later width is the smallest one that
+             * reaches floor(est / max_width). */
             if (k == max_width)
                 break;
             const uint64_t q = est_ns / max_width;
@@ -340,18 +365,21 @@ bool tt_pays_at(uint64_t est_ns, uint64_t sections, uint64_t cost_ns)
 }
 
 /* The row for a token as seen from the calling thread, or NULL when the
- * token would run nothing in parallel. */
+ * token would run nothing in parallel. The kind is SERIAL for a token that
+ * is not live or has budget 1 or no crew, so *budget is read after it. */
 static const tt_width_costs *token_row(const tt_exec *ex, unsigned *budget)
 {
     if (!ex)
         return NULL;
-    const unsigned b = tt_exec_budget(ex);
-    if (b <= 1)
+    const enum tt__cost_kind kind = tt__exec_cost_kind(ex);
+    if (kind == TT__KIND_SERIAL)
         return NULL;
     const tt__exec *x = tt__cx(ex);
+    *budget = x->budget;
+    if (*budget <= 1)
+        return NULL;
     const tt_dispatch_costs *costs = tt__pool_costs(x->pool);
-    *budget = b;
-    switch (tt__exec_cost_kind(ex)) {
+    switch (kind) {
     case TT__KIND_TEAM:
         return &costs->team;
     case TT__KIND_IN_POOL:
@@ -402,8 +430,34 @@ bool tt_pays(const tt_exec *ex, uint64_t est_ns, uint64_t sections, unsigned wid
     return tt_pays_at(est_ns, sections, tt_dispatch_cost(ex, width));
 }
 
+static uint64_t row_min(const tt_width_costs *wc)
+{
+    const unsigned n = row_count(wc);
+    uint64_t m = n ? wc->cost_ns[0] : 0;
+    for (unsigned i = 1; i < n; i++)
+        if (wc->cost_ns[i] < m)
+            m = wc->cost_ns[i];
+    return m;
+}
+
 unsigned tt_width_for(const tt_exec *ex, uint64_t est_ns, uint64_t sections)
 {
+    /* Small work first, before the kind is asked (which looks up the calling
+     * thread): when the cheapest section of any kind already costs the
+     * serial time, serial wins whatever the kind. */
+    if (tt_exec_budget(ex) <= 1)
+        return 1;
+    const tt__exec *x = tt__cx(ex);
+    if (!x->pool)
+        return 1;
+    const tt_dispatch_costs *costs = tt__pool_costs(x->pool);
+    uint64_t dmin = row_min(&costs->team), m;
+    if ((m = row_min(&costs->in_pool)) < dmin)
+        dmin = m;
+    if ((m = row_min(&costs->outside)) < dmin)
+        dmin = m;
+    if (sat_mul(sections, dmin) >= est_ns)
+        return 1;
     unsigned budget = 0;
     const tt_width_costs *row = token_row(ex, &budget);
     if (!row)
@@ -771,9 +825,18 @@ static void default_init(void)
     default_from_file = true;
 }
 
+static _Atomic bool default_ready;
+
+static void default_init_once(void)
+{
+    default_init();
+    atomic_store_explicit(&default_ready, true, memory_order_release);
+}
+
 static const tt_dispatch_costs *host_default(void)
 {
-    pthread_once(&default_once, default_init);
+    if (TT__UNLIKELY(!atomic_load_explicit(&default_ready, memory_order_acquire)))
+        pthread_once(&default_once, default_init_once);
     return &default_costs;
 }
 

@@ -218,7 +218,7 @@ typedef struct tt__crew {
     const tt__backend *be;
     struct tt_pool_attr attr; /* copy; thread_name owned by the crew    */
     bool dedicated;
-    bool oversubscribed;      /* width > CPUs of the affinity set        */
+    _Atomic bool oversubscribed; /* width > CPUs of the affinity set     */
     /* How an idle member waits for work: relaxed atomics, because a crew
      * taken from the cache gets the new pool's settings while its members
      * may be spinning. */

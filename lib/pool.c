@@ -150,7 +150,7 @@ void tt__member_main(tt__crew *c, unsigned k)
         tt__wait_policy pol = {
             .spin_polls = atomic_load_explicit(&c->idle_polls, memory_order_relaxed),
             .spin_ns = atomic_load_explicit(&c->idle_ns, memory_order_relaxed),
-            .throttled = c->oversubscribed,
+            .throttled = atomic_load_explicit(&c->oversubscribed, memory_order_relaxed),
         };
         pol.stop = &c->park_epoch;
         pol.stop_val = atomic_load_explicit(&c->park_epoch, memory_order_relaxed);
@@ -198,14 +198,15 @@ static void crew_send_exit(tt__crew *c, uint32_t n)
  * when a cached crew is taken by a new pool). */
 static void crew_configure(tt__crew *c, const struct tt_pool_attr *attr)
 {
-    c->oversubscribed = c->width > tt__affinity_cpus();
+    bool over = c->width > tt__affinity_cpus();
+    atomic_store_explicit(&c->oversubscribed, over, memory_order_relaxed);
     atomic_store_explicit(&c->idle_polls, attr->idle_spin_ns == 0 ? 0 : attr->spin_polls,
                           memory_order_relaxed);
     atomic_store_explicit(&c->idle_ns, attr->idle_spin_ns, memory_order_relaxed);
     c->team_pol = (tt__wait_policy){
         .spin_polls = attr->spin_polls,
         .spin_ns = 0,
-        .throttled = c->oversubscribed,
+        .throttled = over,
     };
     c->attr.spin_polls = attr->spin_polls;
     c->attr.idle_spin_ns = attr->idle_spin_ns;
@@ -324,6 +325,11 @@ void tt__crew_destroy(tt__crew *c)
 {
     crew_send_exit(c, c->width);
     c->be->join(c);
+    /* Every member counted itself out (release) after its last touch of
+     * the crew; this acquire orders those touches before the free (the
+     * backend's wait for the threads to end is invisible to TSan). */
+    while (atomic_load_explicit(&c->exited, memory_order_acquire) < c->width)
+        sched_yield();
     crew_free(c);
 }
 

@@ -43,8 +43,13 @@ typedef struct split_cmd {
 
 struct tt__ctl {
     tt__event gen TT__ALIGNED; /* bumped once per command                 */
-    /* The command; written by the leader before the generation moves. */
-    int kind;
+    /* The command's header: generation << 32 | kind << 24 | width, one
+     * atomic word, so that a participant left out of a narrow section can
+     * read which command it is while the leader may already write the next
+     * (it does not wait for participants that take no part). */
+    _Atomic uint64_t cmd;
+    /* The command's body: read only by participants that take part, which
+     * the leader waits for before it writes another. */
     tt_section_fn fn;
     void *arg;
     unsigned width;
@@ -115,10 +120,14 @@ static tt__wait_stats *ctl_stats(tt__ctl *c) { return c->crew ? &c->crew->stats 
  * join for `pending` of them. */
 static void issue(tt__ctl *c, int kind, uint32_t pending)
 {
-    c->kind = kind;
     tt__join_init(&c->join, pending);
-    uint32_t g = atomic_load_explicit(&c->gen.word, memory_order_relaxed);
-    tt__event_post(&c->gen, g + 1, ctl_stats(c));
+    uint32_t g = atomic_load_explicit(&c->gen.word, memory_order_relaxed) + 1;
+    /* Relaxed: the seq_cst store of the generation in tt__event_post
+     * releases the header and the body to the participants' acquire. */
+    atomic_store_explicit(&c->cmd,
+                          (uint64_t)g << 32 | (uint64_t)kind << 24 | (c->width & 0xffffffu),
+                          memory_order_relaxed);
+    tt__event_post(&c->gen, g, ctl_stats(c));
 }
 
 static void wait_join(tt__ctl *c)
@@ -364,15 +373,19 @@ static void participate(tt__ctl *c, unsigned rank, uint32_t seen)
         /* A reserved member that sleeps here stays reserved: only an end
          * command releases it. */
         seen = tt__event_wait_ne(&c->gen, seen, &c->pol, st, st ? &st->member_parks : NULL);
-        switch (c->kind) {
+        uint64_t cmd = atomic_load_explicit(&c->cmd, memory_order_acquire);
+        if ((uint32_t)(cmd >> 32) != seen)
+            continue; /* a newer command is being issued: not one of ours */
+        unsigned width = (unsigned)(cmd & 0xffffffu);
+        switch ((int)(cmd >> 24 & 0xffu)) {
         case CMD_SECTION:
-            if (rank < c->width) {
+            if (rank < width) {
                 run_section(c, rank);
                 tt__join_done(&c->join, st);
             }
             break;
         case CMD_SPLIT:
-            if (rank < c->width) {
+            if (rank < width) {
                 split_part(c, rank);
                 tt__join_done(&c->join, st);
             }
