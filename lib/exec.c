@@ -367,8 +367,15 @@ static void run_tasks(entry *e, unsigned ntasks, unsigned budget, const placemen
             e->body(e, &tasks[j]);
         }
     }
-    if (dispatched)
-        tt__join_wait(&e->join, &crew->team_pol, &crew->stats);
+    if (dispatched) {
+        /* A plain thread that waits for as many tasks as there are CPUs
+         * would be one runnable thread too many: it spins little and
+         * sleeps, as in an oversubscribed scope. */
+        tt__wait_policy pol = crew->team_pol;
+        if (pl->self < 0 && dispatched >= tt__cpu_count_cached())
+            pol.throttled = true;
+        tt__join_wait(&e->join, &pol, &crew->stats);
+    }
 }
 
 /* Mint the child token of task t in place. */

@@ -45,6 +45,19 @@ unsigned tt__affinity_cpus(void)
     return n > 0 ? (unsigned)n : 1u;
 }
 
+static _Atomic unsigned cpu_count_hint;
+
+
+unsigned tt__cpu_count_cached(void)
+{
+    unsigned n = atomic_load_explicit(&cpu_count_hint, memory_order_relaxed);
+    if (n == 0) {
+        n = tt__affinity_cpus();
+        atomic_store_explicit(&cpu_count_hint, n, memory_order_relaxed);
+    }
+    return n;
+}
+
 /* Widths above this are refused even when the system would allow them:
  * the member list of a gang lives on the entry's stack. */
 #define TT__MAX_WIDTH 4096u
@@ -151,6 +164,7 @@ void tt__member_main(tt__crew *c, unsigned k)
             .spin_polls = atomic_load_explicit(&c->idle_polls, memory_order_relaxed),
             .spin_ns = atomic_load_explicit(&c->idle_ns, memory_order_relaxed),
             .throttled = atomic_load_explicit(&c->oversubscribed, memory_order_relaxed),
+            .yield_every = TT__IDLE_YIELD_EVERY,
         };
         pol.stop = &c->park_epoch;
         pol.stop_val = atomic_load_explicit(&c->park_epoch, memory_order_relaxed);

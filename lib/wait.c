@@ -65,6 +65,8 @@ bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_polic
         if (atomic_load_explicit(word, memory_order_acquire) != old)
             return true;
         tt__cpu_relax();
+        if (pol->yield_every && (i % pol->yield_every) == pol->yield_every - 1)
+            sched_yield();
         if ((i & (TT__CLOCK_EVERY - 1)) == TT__CLOCK_EVERY - 1) {
             uint64_t now = tt__mono_ns();
             if (now - last > TT__PREEMPT_NS) {
