@@ -683,6 +683,10 @@ struct tt_team {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool led;
+    /* idle_serves_pool: between leaders the members go back to the pool,
+     * where other roots may use them, and each lead reserves them again. */
+    bool lends;
+    bool lent;
 };
 
 int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
@@ -719,7 +723,8 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
         pool->team_owned = true;
     pthread_mutex_unlock(&pool->lock);
     int rc = owned ? TT_EBUSY : TT_OK;
-    if (rc == TT_OK && nm > 0)
+    t->lends = pool->attr.idle_serves_pool;
+    if (rc == TT_OK && nm > 0 && !t->lends)
         rc = tt__gang_acquire(pool, nm, t->members, pool->attr.acquire_timeout_ns);
     if (rc != TT_OK) {
         if (!owned) {
@@ -738,8 +743,9 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
     t->width = width;
     tt__wait_policy pol = pool->crew ? pool->crew->team_pol : (tt__wait_policy){0};
     ctl_init(&t->ctl, pool, width, t->members, &pol, NULL);
-    if (nm > 0)
+    if (nm > 0 && !t->lends)
         start_members(&t->ctl, t->works, pool->attr.pin_participants && pin_allowed());
+    t->lent = t->lends && nm > 0;
     *team = t;
     return TT_OK;
 }
@@ -770,6 +776,14 @@ static int lead_common(tt_team *team, unsigned budget, tt_exec *ex, bool block)
         pthread_cond_wait(&team->cond, &team->lock);
     team->led = true;
     pthread_mutex_unlock(&team->lock);
+    if (team->lent) {
+        /* Take the members back from the pool for this leader. */
+        tt__gang_acquire(team->pool, team->width - 1, team->members, UINT64_MAX);
+        team->ctl.leader = pthread_self();
+        start_members(&team->ctl, team->works,
+                      team->pool->attr.pin_participants && pin_allowed());
+        team->lent = false;
+    }
 
     memset(x, 0, sizeof *ex);
     x->self = x;
@@ -806,6 +820,14 @@ void tt__team_token_end(tt__exec *x)
     if (!(x->flags & TT__F_LEAD) || !x->team)
         return;
     tt_team *t = team_of_ctl(x->team);
+    if (t->lends && t->width > 1) {
+        /* The role ends on the leader's thread: lend the members to the
+         * pool until the next leader. */
+        t->ctl.leader = pthread_self();
+        end_members(&t->ctl);
+        tt__gang_release(t->pool, t->width - 1, t->members);
+        t->lent = true;
+    }
     pthread_mutex_lock(&t->lock);
     t->led = false;
     pthread_cond_signal(&t->cond);
@@ -827,9 +849,10 @@ tt_pool *tt_team_into_pool(tt_team *team)
     pthread_mutex_unlock(&team->lock);
     tt_pool *pool = team->pool;
     team->ctl.leader = pthread_self();
-    end_members(&team->ctl);
-    if (team->width > 1)
+    if (!team->lent && team->width > 1) {
+        end_members(&team->ctl);
         tt__gang_release(pool, team->width - 1, team->members);
+    }
     pthread_mutex_lock(&pool->lock);
     pool->team_owned = false;
     pthread_mutex_unlock(&pool->lock);

@@ -733,6 +733,49 @@ START_TEST(scope_fork_conserves_slots)
 }
 END_TEST
 
+static void count_body(void *arg, size_t b, size_t e)
+{
+    atomic_fetch_add((_Atomic unsigned *)arg, (unsigned)(e - b));
+}
+
+START_TEST(idle_team_serves_pool)
+{
+    if (!TT_PARALLEL_ENABLED)
+        return;
+    for (int lend = 0; lend <= 1; lend++) {
+        tt_pool_attr *a;
+        tt_pool_attr_create(&a);
+        tt_pool_attr_set_threads(a, 2);
+        tt_pool_attr_set_acquire_timeout(a, 20000000ull);
+        tt_pool_attr_set_idle_serves_pool(a, lend);
+        tt_pool *p;
+        ck_assert_int_eq(tt_pool_create(&p, a), TT_OK);
+        tt_pool_attr_destroy(a);
+        tt_team *team;
+        ck_assert_int_eq(tt_pool_into_team(p, 2, &team), TT_OK);
+        for (int round = 0; round < 3; round++) {
+            /* Between leaders: a plain root's scope needs the member the
+             * team holds. Lent, it gets it; kept, it is refused. */
+            tt_exec ex;
+            _Atomic int ran = 0;
+            ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
+            int rc = tt_team_scope(&ex, never_scope, (void *)&ran);
+            ck_assert_int_eq(rc, (lend ? TT_OK : TT_REFUSED_UNAVAILABLE));
+            if (!lend)
+                tt_exec_finish(&ex);
+            /* A lead gets its members back and runs sections on them. */
+            tt_exec le;
+            ck_assert_int_eq(tt_team_lead(team, 2, &le), TT_OK);
+            _Atomic unsigned n = 0;
+            ck_assert_int_eq(tt_for_ranges(&le, 100, 1, count_body, (void *)&n), TT_OK);
+            ck_assert_uint_eq(atomic_load(&n), 100);
+        }
+        ck_assert_ptr_eq(tt_team_into_pool(team), p);
+        ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+    }
+}
+END_TEST
+
 static Suite *team_suite(void)
 {
     Suite *s = suite_create("team");
@@ -748,6 +791,7 @@ static Suite *team_suite(void)
     tcase_add_test(tc, one_leader_at_a_time);
     tcase_add_test(tc, into_team_failure_leaves_pool);
     tcase_add_test(tc, team_tokens_dispatch_on_members);
+    tcase_add_test(tc, idle_team_serves_pool);
     suite_add_tcase(s, tc);
     tc = tcase_create("waits");
     tcase_set_timeout(tc, 120);
