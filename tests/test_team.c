@@ -745,27 +745,28 @@ START_TEST(idle_team_serves_pool)
     for (int lend = 0; lend <= 1; lend++) {
         tt_pool_attr *a;
         tt_pool_attr_create(&a);
-        tt_pool_attr_set_threads(a, 2);
+        tt_pool_attr_set_threads(a, 3);
         tt_pool_attr_set_acquire_timeout(a, 20000000ull);
         tt_pool_attr_set_idle_serves_pool(a, lend);
         tt_pool *p;
         ck_assert_int_eq(tt_pool_create(&p, a), TT_OK);
         tt_pool_attr_destroy(a);
         tt_team *team;
-        ck_assert_int_eq(tt_pool_into_team(p, 2, &team), TT_OK);
+        ck_assert_int_eq(tt_pool_into_team(p, 3, &team), TT_OK);
         for (int round = 0; round < 3; round++) {
-            /* Between leaders: a plain root's scope needs the member the
-             * team holds. Lent, it gets it; kept, it is refused. */
+            /* Between leaders: a plain root's scope of 3 needs two members,
+             * and the team holds two of three. Lent, it gets them; kept,
+             * it is refused. */
             tt_exec ex;
             _Atomic int ran = 0;
-            ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
+            ck_assert_int_eq(tt_exec_init(&ex, p, 3), TT_OK);
             int rc = tt_team_scope(&ex, never_scope, (void *)&ran);
             ck_assert_int_eq(rc, (lend ? TT_OK : TT_REFUSED_UNAVAILABLE));
             if (!lend)
                 tt_exec_finish(&ex);
             /* A lead gets its members back and runs sections on them. */
             tt_exec le;
-            ck_assert_int_eq(tt_team_lead(team, 2, &le), TT_OK);
+            ck_assert_int_eq(tt_team_lead(team, 3, &le), TT_OK);
             _Atomic unsigned n = 0;
             ck_assert_int_eq(tt_for_ranges(&le, 100, 1, count_body, (void *)&n), TT_OK);
             ck_assert_uint_eq(atomic_load(&n), 100);
