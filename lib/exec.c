@@ -56,7 +56,7 @@ int tt_exec_init(tt_exec *ex, tt_pool *pool, unsigned budget)
         atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
         return TT_EFORKED;
     }
-    if (pool->doomed) {
+    if (atomic_load_explicit(&pool->doomed, memory_order_acquire)) {
         mint(x, NULL, 0, 0);
         atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
         return TT_EDESTROYED;
@@ -112,6 +112,9 @@ int tt__exec_check(const tt__exec *x)
     }
     if (x->flags & TT__F_BAD_LIMIT)
         return TT_EINVAL;
+    /* A token handed to a task belongs to the task's thread. */
+    if ((x->flags & TT__F_IN_TASK) && !pthread_equal(x->owner, pthread_self()))
+        return TT_EWRONGTHREAD;
     if (x->pool) {
         if (atomic_load_explicit(&x->pool->gen, memory_order_acquire) != x->pool_gen)
             return TT_EDESTROYED;
@@ -143,6 +146,15 @@ int tt__exec_enter(tt__exec *x)
             return TT_EBUSY;
         }
     }
+    if (x->pool) {
+        int rc = tt__pool_entry_begin(x->pool, x->pool_gen);
+        if (rc) {
+            for (tt__exec *p = x->parent; p; p = p->parent)
+                atomic_fetch_sub_explicit(&p->busy, 1, memory_order_release);
+            atomic_store_explicit(&x->busy, 0, memory_order_release);
+            return rc;
+        }
+    }
     atomic_store_explicit(&x->magic, TT__MAGIC_CONSUMED, memory_order_release);
     return TT_OK;
 }
@@ -155,6 +167,8 @@ void tt__exec_leave(tt__exec *x)
     /* A token minted by tt_team_lead ends the leader role when consumed. */
     if (x->flags & TT__F_LEAD)
         tt__team_token_end(x);
+    if (x->pool)
+        tt__pool_entry_end(x->pool);
 }
 
 unsigned tt_exec_budget(const tt_exec *ex)
@@ -180,9 +194,16 @@ tt_exec *tt_exec_reborrow(tt_exec *parent, tt_exec *child)
         return child;
     }
     tt__exec *p = tt__x(parent);
+    if (!magic_known(atomic_load_explicit(&p->magic, memory_order_relaxed))) {
+        /* Not a token at all: its fields are garbage, read none of them. */
+        mint(c, NULL, 0, 0);
+        atomic_store_explicit(&c->magic, TT__MAGIC_INVALID, memory_order_relaxed);
+        return child;
+    }
     /* Copy what the parent holds whatever its state: a copied or consumed
      * parent is found by the child's first entry through the chain. */
     mint(c, p->pool, p->budget, p->flags & ~(uint32_t)TT__F_LEAD);
+    c->owner = p->owner;
     c->pool_gen = p->pool_gen;
     c->gang = p->gang;
     c->gang_off = p->gang_off;
@@ -190,8 +211,6 @@ tt_exec *tt_exec_reborrow(tt_exec *parent, tt_exec *child)
     c->ledger = p->ledger;
     c->team = p->team;
     c->parent = p;
-    if (!magic_known(atomic_load_explicit(&p->magic, memory_order_relaxed)))
-        atomic_store_explicit(&c->magic, TT__MAGIC_INVALID, memory_order_relaxed);
     return child;
 }
 
@@ -312,6 +331,7 @@ struct entry {
     void (*body)(entry *e, const task *t);
     const uint32_t *gang;
     tt_pool *pool;
+    uint32_t pool_gen; /* children belong to the pool the entry's token did */
     void *ledger;
 };
 
@@ -382,6 +402,8 @@ static void run_tasks(entry *e, unsigned ntasks, unsigned budget, const placemen
 static void child_of(tt__exec *c, const entry *e, const task *t, uint32_t flags, void *team)
 {
     mint(c, e->pool, t->share, flags);
+    c->pool_gen = e->pool_gen;
+    c->owner = pthread_self();
     if (t->cnt > 0) {
         c->gang = e->gang;
         c->gang_off = t->off;
@@ -457,7 +479,7 @@ int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
     unsigned budget = x->budget;
     unsigned ntasks = jobs < budget ? jobs : budget;
     fork_entry f = {
-        .e = {.body = fork_body, .pool = x->pool, .ledger = x->ledger},
+        .e = {.body = fork_body, .pool = x->pool, .pool_gen = x->pool_gen, .ledger = x->ledger},
         .job = job, .arg = arg, .jobs = jobs, .ntasks = ntasks,
         .child_flags = TT__F_FORK_CHILD | TT__F_IN_TASK | (x->flags & TT__F_TEAM),
         .team = x->team,

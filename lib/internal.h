@@ -280,7 +280,7 @@ struct tt_pool {
      * outlived its pool can still read this and report TT_EDESTROYED. */
     _Atomic uint32_t gen;
     struct tt_pool *next_shell;
-    bool doomed;              /* destroyed from a member: last out ends it */
+    _Atomic bool doomed;      /* destroyed from a member: last out ends it */
     tt_wait_counts base;      /* counters of a reused crew at build        */
     unsigned width;
     tt__crew *crew;           /* NULL for width 1: nothing ever dispatches */
@@ -299,6 +299,13 @@ struct tt_pool {
     bool team_owned;          /* a tt_team owns the pool                  */
 
     _Atomic uint64_t installs; /* plain-thread acquisitions (ledger)      */
+
+    /* Entries running on the pool's tokens, inline ones included, so that
+     * a destroy under a running entry is refused (or, from a member, is
+     * finished by the last entry out). `closing` is set by a destroy while
+     * it checks: an entry that starts meanwhile waits for the verdict. */
+    _Atomic uint32_t entries;
+    _Atomic uint32_t closing;
 };
 
 /* Index of the calling thread as a member of pool, or -1. O(1): the level-1
@@ -320,6 +327,10 @@ void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx);
 extern _Atomic uint64_t tt__fork_generation; /* bumped in fork() children */
 /* True in a fork() child of the process that built the pool. */
 bool tt__pool_forked(const tt_pool *p);
+/* Count an entry in (TT_OK, or TT_EDESTROYED when the pool is gone) and
+ * out (the last one out of a pool destroyed from a member tears it down). */
+int tt__pool_entry_begin(tt_pool *p, uint32_t gen);
+void tt__pool_entry_end(tt_pool *p);
 
 /* ------------------------------------------------------------------------ */
 /* Tokens (exec.c)                                                           */
@@ -359,6 +370,7 @@ typedef struct tt__exec {
     struct tt__exec *parent;   /* reborrow parent, or NULL                  */
     void *ledger;              /* ledger root record (ledger builds)        */
     void *team;                /* team authority (tt_team), or NULL         */
+    pthread_t owner;           /* the task's thread, for tokens it was handed */
 } tt__exec;
 
 _Static_assert(sizeof(tt__exec) <= sizeof(tt_exec), "tt_exec too small");

@@ -627,10 +627,6 @@ static void *reaper_main(void *arg)
 
 /* Called with the pool's lock held after a release: a pool destroyed from
  * one of its members is torn down by the last entry out. */
-static bool doom_due(const tt_pool *p)
-{
-    return p->doomed && p->free_count == p->width && !p->team_owned && !p->wait_head;
-}
 
 static void doom_finish(tt_pool *p)
 {
@@ -651,6 +647,38 @@ static void doom_finish(tt_pool *p)
     pthread_attr_destroy(&pa);
 }
 
+int tt__pool_entry_begin(tt_pool *p, uint32_t gen)
+{
+    /* seq_cst pairs with the destroy's store of `closing` and load of
+     * `entries`: either the destroy sees this entry, or this entry sees
+     * the destroy and waits for its verdict. */
+    atomic_fetch_add_explicit(&p->entries, 1, memory_order_seq_cst);
+    while (atomic_load_explicit(&p->closing, memory_order_seq_cst))
+        tt__cpu_relax();
+    if (atomic_load_explicit(&p->gen, memory_order_acquire) != gen) {
+        tt__pool_entry_end(p);
+        return TT_EDESTROYED;
+    }
+    return TT_OK;
+}
+
+void tt__pool_entry_end(tt_pool *p)
+{
+    uint32_t left = atomic_fetch_sub_explicit(&p->entries, 1, memory_order_acq_rel) - 1;
+    if (left == 0 && atomic_load_explicit(&p->doomed, memory_order_acquire)) {
+        /* The last entry out of a pool destroyed from a member. Only one
+         * thread can see the count reach zero after doomed was set, since
+         * no new entry passes the generation check. */
+        pthread_mutex_lock(&p->lock);
+        bool due = atomic_load_explicit(&p->doomed, memory_order_relaxed) && p->free_count == p->width && !p->team_owned;
+        if (due)
+            atomic_store_explicit(&p->doomed, false, memory_order_relaxed); /* claimed: once */
+        pthread_mutex_unlock(&p->lock);
+        if (due)
+            doom_finish(p);
+    }
+}
+
 int tt_pool_destroy(tt_pool *pool)
 {
     if (!pool)
@@ -665,7 +693,7 @@ int tt_pool_destroy(tt_pool *pool)
         return TT_OK;
     }
     pthread_mutex_lock(&pool->lock);
-    if (pool->doomed) {
+    if (atomic_load_explicit(&pool->doomed, memory_order_relaxed)) {
         pthread_mutex_unlock(&pool->lock);
         return TT_EDESTROYED;
     }
@@ -673,12 +701,21 @@ int tt_pool_destroy(tt_pool *pool)
         /* From one of its own members: signal shutdown and return. New
          * entries are refused from now on; the last entry out tears the
          * pool down. */
-        pool->doomed = true;
+        atomic_store_explicit(&pool->doomed, true, memory_order_release);
         atomic_fetch_add_explicit(&pool->gen, 1, memory_order_release);
         pthread_mutex_unlock(&pool->lock);
         return TT_OK;
     }
     bool busy = pool->free_count != pool->width || pool->team_owned || pool->wait_head != NULL;
+    if (!busy) {
+        /* Entries that do not reserve members (inline ones) count only in
+         * `entries`: close the door, look, and open it again if busy. */
+        atomic_store_explicit(&pool->closing, 1, memory_order_seq_cst);
+        busy = atomic_load_explicit(&pool->entries, memory_order_seq_cst) != 0;
+        if (!busy)
+            atomic_fetch_add_explicit(&pool->gen, 1, memory_order_release);
+        atomic_store_explicit(&pool->closing, 0, memory_order_seq_cst);
+    }
     pthread_mutex_unlock(&pool->lock);
     if (busy)
         return TT_EBUSY;
@@ -876,10 +913,7 @@ void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx)
     p->free_count += n;
     if (p->wait_head)
         pthread_cond_broadcast(&p->cond);
-    bool due = doom_due(p);
     pthread_mutex_unlock(&p->lock);
-    if (due)
-        doom_finish(p);
 }
 
 bool tt__pool_forked(const tt_pool *p) { return pool_forked(p); }

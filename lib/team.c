@@ -66,6 +66,7 @@ struct tt__ctl {
     tt__wait_policy pol;
     void *ledger;
     pthread_t leader;         /* the thread that may issue commands      */
+    uint32_t pool_gen;        /* tokens minted here belong to this pool  */
     bool busy;                /* a command is in flight (leader-private) */
 };
 
@@ -112,6 +113,7 @@ static void ctl_init(tt__ctl *c, tt_pool *pool, unsigned size, const uint32_t *m
         c->pol.throttled = true;
     c->ledger = ledger;
     c->leader = pthread_self();
+    c->pool_gen = pool ? atomic_load_explicit(&pool->gen, memory_order_acquire) : 0;
 }
 
 static tt__wait_stats *ctl_stats(tt__ctl *c) { return c->crew ? &c->crew->stats : NULL; }
@@ -259,7 +261,8 @@ static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
             x->flags = sc->child_flags;
             x->budget = sub->size;
             x->pool = sub->pool;
-            x->pool_gen = sub->pool ? atomic_load_explicit(&sub->pool->gen, memory_order_acquire) : 0;
+            x->pool_gen = sub->pool_gen;
+            x->owner = pthread_self();
             x->ledger = sub->ledger;
             x->team = sub;
             atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_relaxed);
@@ -304,6 +307,7 @@ static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_jo
         group_of(size, groups, g, &first, &n);
         /* Participant q >= 1 of group g is participant first + q of c. */
         ctl_init(&subs[g], c->pool, n, c->members ? c->members + first : NULL, &c->pol, c->ledger);
+        subs[g].pool_gen = c->pool_gen;
         subs[g].pol.throttled = c->pol.throttled;
         subs[g].leader = pthread_self(); /* reset by the group's leader */
     }
@@ -355,7 +359,7 @@ tt_exec *tt_scope_reborrow(tt_scope *scope, tt_exec *child)
     x->flags = TT__F_TEAM;
     x->budget = scope->size;
     x->pool = scope->c->pool;
-    x->pool_gen = x->pool ? atomic_load_explicit(&x->pool->gen, memory_order_acquire) : 0;
+    x->pool_gen = scope->c->pool_gen;
     x->ledger = scope->ledger;
     x->team = scope->c;
     atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_relaxed);
