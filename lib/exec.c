@@ -113,7 +113,7 @@ int tt__exec_check(const tt__exec *x)
     if (x->flags & TT__F_BAD_LIMIT)
         return TT_EINVAL;
     /* A token handed to a task belongs to the task's thread. */
-    if ((x->flags & TT__F_IN_TASK) && !pthread_equal(x->owner, pthread_self()))
+    if ((x->flags & (TT__F_IN_TASK | TT__F_OWNED)) && !pthread_equal(x->owner, pthread_self()))
         return TT_EWRONGTHREAD;
     if (x->pool) {
         if (atomic_load_explicit(&x->pool->gen, memory_order_acquire) != x->pool_gen)
@@ -136,12 +136,15 @@ int tt__exec_enter(tt__exec *x)
     if (!atomic_compare_exchange_strong_explicit(&x->busy, &zero, TT__BUSY_ENTRY,
                                                  memory_order_acq_rel, memory_order_acquire))
         return TT_EBUSY;
+    /* Each ancestor is lent to one descendant entry at a time: a sibling
+     * reborrow entering meanwhile, or the ancestor's own entry, sees a
+     * non-zero word and is refused. */
     for (tt__exec *p = x->parent; p; p = p->parent) {
-        uint32_t old = atomic_fetch_add_explicit(&p->busy, 1, memory_order_acq_rel);
-        if (old & TT__BUSY_ENTRY) {
+        uint32_t z = 0;
+        if (!atomic_compare_exchange_strong_explicit(&p->busy, &z, 1, memory_order_acq_rel,
+                                                     memory_order_acquire)) {
             for (tt__exec *q = x->parent; q != p; q = q->parent)
-                atomic_fetch_sub_explicit(&q->busy, 1, memory_order_release);
-            atomic_fetch_sub_explicit(&p->busy, 1, memory_order_release);
+                atomic_store_explicit(&q->busy, 0, memory_order_release);
             atomic_store_explicit(&x->busy, 0, memory_order_release);
             return TT_EBUSY;
         }
@@ -150,7 +153,7 @@ int tt__exec_enter(tt__exec *x)
         int rc = tt__pool_entry_begin(x->pool, x->pool_gen);
         if (rc) {
             for (tt__exec *p = x->parent; p; p = p->parent)
-                atomic_fetch_sub_explicit(&p->busy, 1, memory_order_release);
+                atomic_store_explicit(&p->busy, 0, memory_order_release);
             atomic_store_explicit(&x->busy, 0, memory_order_release);
             return rc;
         }
@@ -162,7 +165,7 @@ int tt__exec_enter(tt__exec *x)
 void tt__exec_leave(tt__exec *x)
 {
     for (tt__exec *p = x->parent; p; p = p->parent)
-        atomic_fetch_sub_explicit(&p->busy, 1, memory_order_release);
+        atomic_store_explicit(&p->busy, 0, memory_order_release);
     atomic_store_explicit(&x->busy, 0, memory_order_release);
     /* A token minted by tt_team_lead ends the leader role when consumed. */
     if (x->flags & TT__F_LEAD)

@@ -280,6 +280,7 @@ struct tt_pool {
      * outlived its pool can still read this and report TT_EDESTROYED. */
     _Atomic uint32_t gen;
     struct tt_pool *next_shell;
+    bool retired;             /* in the shell list: not a live pool      */
     _Atomic bool doomed;      /* destroyed from a member: last out ends it */
     tt_wait_counts base;      /* counters of a reused crew at build        */
     unsigned width;
@@ -331,6 +332,9 @@ bool tt__pool_forked(const tt_pool *p);
  * out (the last one out of a pool destroyed from a member tears it down). */
 int tt__pool_entry_begin(tt_pool *p, uint32_t gen);
 void tt__pool_entry_end(tt_pool *p);
+/* Tear down a pool destroyed from a member once nothing holds it; true
+ * when it did. */
+bool tt__pool_finish_doomed(tt_pool *p);
 
 /* ------------------------------------------------------------------------ */
 /* Tokens (exec.c)                                                           */
@@ -349,7 +353,8 @@ enum {
     TT__F_TEAM = 1u << 2,       /* carries team authority                   */
     TT__F_BAD_LIMIT = 1u << 3,  /* tt_exec_limit(ex, 0): next entry EINVAL  */
     TT__F_SERIAL = 1u << 4,     /* no pool                                  */
-    TT__F_LEAD = 1u << 5        /* minted by tt_team_lead: ends the role    */
+    TT__F_LEAD = 1u << 5,       /* minted by tt_team_lead: ends the role    */
+    TT__F_OWNED = 1u << 6       /* usable only on `owner` (tt_scope_reborrow) */
 };
 
 /* Bits of tt__exec.busy: the low bits count reborrowed descendants inside

@@ -518,6 +518,7 @@ static void shell_put(tt_pool *p)
     p->crew = NULL;
     atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
     pthread_mutex_lock(&shell_lock);
+    p->retired = true;
     p->next_shell = shell_head;
     shell_head = p;
     pthread_mutex_unlock(&shell_lock);
@@ -665,18 +666,24 @@ int tt__pool_entry_begin(tt_pool *p, uint32_t gen)
 void tt__pool_entry_end(tt_pool *p)
 {
     uint32_t left = atomic_fetch_sub_explicit(&p->entries, 1, memory_order_acq_rel) - 1;
-    if (left == 0 && atomic_load_explicit(&p->doomed, memory_order_acquire)) {
-        /* The last entry out of a pool destroyed from a member. Only one
-         * thread can see the count reach zero after doomed was set, since
-         * no new entry passes the generation check. */
-        pthread_mutex_lock(&p->lock);
-        bool due = atomic_load_explicit(&p->doomed, memory_order_relaxed) && p->free_count == p->width && !p->team_owned;
-        if (due)
-            atomic_store_explicit(&p->doomed, false, memory_order_relaxed); /* claimed: once */
-        pthread_mutex_unlock(&p->lock);
-        if (due)
-            doom_finish(p);
-    }
+    if (left == 0 && atomic_load_explicit(&p->doomed, memory_order_acquire))
+        tt__pool_finish_doomed(p);
+}
+
+/* The last holder out of a pool destroyed from a member tears it down.
+ * The claim happens under the lock, so it happens once. */
+bool tt__pool_finish_doomed(tt_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    bool due = atomic_load_explicit(&p->doomed, memory_order_relaxed) &&
+               p->free_count == p->width && !p->team_owned &&
+               atomic_load_explicit(&p->entries, memory_order_acquire) == 0;
+    if (due)
+        atomic_store_explicit(&p->doomed, false, memory_order_relaxed);
+    pthread_mutex_unlock(&p->lock);
+    if (due)
+        doom_finish(p);
+    return due;
 }
 
 int tt_pool_destroy(tt_pool *pool)
@@ -692,10 +699,20 @@ int tt_pool_destroy(tt_pool *pool)
         shell_put(pool);
         return TT_OK;
     }
+    if (pool->retired)
+        return TT_EDESTROYED;
     pthread_mutex_lock(&pool->lock);
     if (atomic_load_explicit(&pool->doomed, memory_order_relaxed)) {
+        /* Already destroyed from a member: the last holder out ends it;
+         * from a plain thread with nothing running, end it now. */
+        bool idle = tt__pool_member_of(pool) < 0 && pool->free_count == pool->width &&
+                    !pool->team_owned && atomic_load_explicit(&pool->entries, memory_order_acquire) == 0;
+        if (idle)
+            atomic_store_explicit(&pool->doomed, false, memory_order_relaxed);
         pthread_mutex_unlock(&pool->lock);
-        return TT_EDESTROYED;
+        if (idle)
+            pool_teardown(pool);
+        return idle ? TT_OK : TT_EDESTROYED;
     }
     if (tt__pool_member_of(pool) >= 0) {
         /* From one of its own members: signal shutdown and return. New

@@ -34,6 +34,7 @@ typedef struct tt__ctl tt__ctl;
 typedef struct split_cmd {
     unsigned jobs;      /* parts (split) or jobs (fork)                  */
     unsigned groups;    /* min(jobs, size)                               */
+    unsigned size;      /* participants split (a view may be narrower)   */
     tt_split_fn split;  /* one of these two                              */
     tt_job_fn job;
     void *arg;
@@ -249,10 +250,10 @@ static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
     sub->leader = pthread_self();
     for (unsigned i = first; i < first + n; i++) {
         if (sc->split) {
+            /* Like a scope's callback, a part is not counted as a task:
+             * its sections count every participant, its own rank 0 too. */
             tt_scope view = {.c = sub, .size = sub->size, .ledger = sub->ledger};
-            tt__ledger_enter(sub->ledger, 1);
             sc->split(sc->arg, i, &view);
-            tt__ledger_leave(sub->ledger, 1);
         } else {
             tt_exec child;
             tt__exec *x = tt__x(&child);
@@ -283,7 +284,7 @@ static void split_part(tt__ctl *c, unsigned p)
 {
     const split_cmd *sc = c->split;
     unsigned g, r;
-    find_group(c->size, sc->groups, p, &g, &r);
+    find_group(sc->size, sc->groups, p, &g, &r);
     if (r == 0)
         lead_group(&sc->subs[g], sc, g);
     else
@@ -311,8 +312,8 @@ static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_jo
         subs[g].pol.throttled = c->pol.throttled;
         subs[g].leader = pthread_self(); /* reset by the group's leader */
     }
-    split_cmd sc = {.jobs = jobs, .groups = groups, .split = split, .job = job, .arg = arg,
-                    .subs = subs, .child_flags = child_flags};
+    split_cmd sc = {.jobs = jobs, .groups = groups, .size = size, .split = split, .job = job,
+                    .arg = arg, .subs = subs, .child_flags = child_flags};
     c->busy = true;
     c->split = &sc;
     if (size > 1 && groups > 0) {
@@ -356,7 +357,8 @@ tt_exec *tt_scope_reborrow(tt_scope *scope, tt_exec *child)
         atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
         return child;
     }
-    x->flags = TT__F_TEAM;
+    x->flags = TT__F_TEAM | TT__F_OWNED;
+    x->owner = pthread_self();
     x->budget = scope->size;
     x->pool = scope->c->pool;
     x->pool_gen = scope->c->pool_gen;
@@ -488,6 +490,10 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         return TT_EINVAL;
     if (x->flags & TT__F_TEAM)
         return team_scope_carried(x, fn, arg);
+    /* A parent whose child is inside an entry is busy, whatever members
+     * are free: say so before waiting for members. */
+    if (atomic_load_explicit(&x->busy, memory_order_acquire) != 0)
+        return TT_EBUSY;
 
     tt_pool *pool = x->pool;
     unsigned budget = x->budget;
@@ -853,17 +859,25 @@ tt_pool *tt_team_into_pool(tt_team *team)
     pthread_mutex_unlock(&team->lock);
     tt_pool *pool = team->pool;
     team->ctl.leader = pthread_self();
-    if (!team->lent && team->width > 1) {
-        end_members(&team->ctl);
-        tt__gang_release(pool, team->width - 1, team->members);
+    bool forked = tt__pool_forked(pool);
+    if (!forked) {
+        /* In a fork child the members do not exist: nobody to end. */
+        if (!team->lent && team->width > 1) {
+            end_members(&team->ctl);
+            tt__gang_release(pool, team->width - 1, team->members);
+        }
+        pthread_mutex_lock(&pool->lock);
+        pool->team_owned = false;
+        pthread_mutex_unlock(&pool->lock);
     }
-    pthread_mutex_lock(&pool->lock);
-    pool->team_owned = false;
-    pthread_mutex_unlock(&pool->lock);
     pthread_cond_destroy(&team->cond);
     pthread_mutex_destroy(&team->lock);
     free(team->members);
     free(team->works);
     free(team);
+    /* A pool destroyed from one of the team's members ends here, the last
+     * holder out; there is no pool to give back. */
+    if (!forked && tt__pool_finish_doomed(pool))
+        return NULL;
     return pool;
 }
