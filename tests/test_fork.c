@@ -1,0 +1,373 @@
+/*
+ * test_fork.c -- tt_fork shares: every job once, the children's budgets
+ * (shares differ by at most one and sum to the budget; with more jobs than
+ * budget, `budget` tasks of contiguous blocks and child budget 1), the
+ * number of distinct tasks, where the tasks run (a plain thread's tasks on
+ * members, a member's first task on itself, one task inline), on pools
+ * wider than the machine.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "tt_test.h"
+
+#define MAX_JOBS 1024
+
+typedef struct fork_rec {
+    pthread_t caller;
+    tt_pool *pool;
+    _Atomic int ran[MAX_JOBS];
+    _Atomic unsigned budget[MAX_JOBS];
+    _Atomic int thread_idx[MAX_JOBS]; /* index in the thread set */
+    _Atomic int seq[MAX_JOBS];        /* order of the job on its thread */
+    _Atomic int on_caller[MAX_JOBS];
+    _Atomic int member[MAX_JOBS];     /* member index, -1 when not a member */
+    _Atomic int thread_seq[64];       /* jobs seen per thread so far */
+    tt_thread_set threads;
+} fork_rec;
+
+static void rec_init(fork_rec *r, tt_pool *pool)
+{
+    memset(r, 0, sizeof *r);
+    r->caller = pthread_self();
+    r->pool = pool;
+    tt_thread_set_init(&r->threads);
+}
+
+static void rec_destroy(fork_rec *r) { tt_thread_set_destroy(&r->threads); }
+
+static void rec_job(fork_rec *r, unsigned i, tt_exec *child)
+{
+    if (i >= MAX_JOBS) {
+        TT_CHECK(0, "job index %u out of range", i);
+        return;
+    }
+    atomic_fetch_add(&r->ran[i], 1);
+    atomic_store(&r->budget[i], tt_exec_budget(child));
+    unsigned t = tt_thread_set_add(&r->threads, pthread_self());
+    atomic_store(&r->thread_idx[i], (int)t);
+    if (t < 64)
+        atomic_store(&r->seq[i], atomic_fetch_add(&r->thread_seq[t], 1));
+    atomic_store(&r->on_caller[i], pthread_equal(pthread_self(), r->caller));
+    unsigned k = 0;
+    atomic_store(&r->member[i], tt_pool_is_member(r->pool, &k) ? (int)k : -1);
+}
+
+static void job_rec(void *arg, unsigned i, tt_exec *child)
+{
+    rec_job(arg, i, child);
+    /* a little work, so that tasks overlap */
+    tt_spin_us(2);
+}
+
+/* Check one fork of `jobs` jobs on a token of budget `budget` from a plain
+ * thread; msg names the case. Uses ck_assert: call on the test's thread. */
+static void check_fork_result(fork_rec *r, unsigned jobs, unsigned budget, const char *msg,
+                              bool plain_caller)
+{
+    unsigned ntasks = jobs < budget ? jobs : budget;
+    for (unsigned i = 0; i < jobs; i++)
+        TT_REQUIRE(atomic_load(&r->ran[i]) == 1, "%s: job %u ran %d times", msg, i,
+                      atomic_load(&r->ran[i]));
+    for (unsigned i = jobs; i < MAX_JOBS && i < jobs + 4; i++)
+        TT_REQUIRE(atomic_load(&r->ran[i]) == 0, "%s: job %u (beyond jobs) ran", msg, i);
+
+    unsigned nthreads = tt_thread_set_size(&r->threads);
+    TT_REQUIRE(nthreads >= 1 && nthreads <= ntasks, "%s: %u distinct threads for %u tasks",
+                  msg, nthreads, ntasks);
+
+    if (jobs <= budget) {
+        /* one job per task: budgets differ by at most one and sum to budget */
+        unsigned lo = UINT32_MAX, hi = 0, sum = 0;
+        for (unsigned i = 0; i < jobs; i++) {
+            unsigned b = atomic_load(&r->budget[i]);
+            lo = b < lo ? b : lo;
+            hi = b > hi ? b : hi;
+            sum += b;
+        }
+        TT_REQUIRE(lo >= 1 && hi - lo <= 1, "%s: child budgets from %u to %u", msg, lo, hi);
+        TT_REQUIRE(sum == budget, "%s: child budgets sum to %u, want %u", msg, sum, budget);
+    } else {
+        for (unsigned i = 0; i < jobs; i++)
+            TT_REQUIRE(atomic_load(&r->budget[i]) == 1, "%s: job %u has child budget %u", msg,
+                          i, atomic_load(&r->budget[i]));
+    }
+
+    /* Blocks: each thread's jobs are one contiguous block, run in order. */
+    int first_of[64], last_of[64], count_of[64];
+    for (int t = 0; t < 64; t++) {
+        first_of[t] = -1;
+        last_of[t] = -1;
+        count_of[t] = 0;
+    }
+    for (unsigned i = 0; i < jobs; i++) {
+        int t = atomic_load(&r->thread_idx[i]);
+        TT_REQUIRE(t < 64, "thread index %d", t);
+        if (first_of[t] < 0)
+            first_of[t] = (int)i;
+        last_of[t] = (int)i;
+        TT_REQUIRE(atomic_load(&r->seq[i]) == count_of[t],
+                      "%s: job %u ran out of order on its thread", msg, i);
+        count_of[t]++;
+    }
+    if (plain_caller && TT_PARALLEL_ENABLED && ntasks > 1) {
+        /* A plain thread's tasks run on distinct members: one thread per
+         * task, each a contiguous block, sizes differing by at most one. */
+        TT_REQUIRE(nthreads == ntasks, "%s: %u threads ran the %u tasks", msg, nthreads,
+                      ntasks);
+        int lo = INT32_MAX, hi = 0;
+        for (unsigned t = 0; t < nthreads; t++) {
+            TT_REQUIRE(last_of[t] - first_of[t] + 1 == count_of[t],
+                          "%s: the jobs of a task are not contiguous", msg);
+            lo = count_of[t] < lo ? count_of[t] : lo;
+            hi = count_of[t] > hi ? count_of[t] : hi;
+        }
+        TT_REQUIRE(hi - lo <= 1, "%s: block sizes from %d to %d", msg, lo, hi);
+        for (unsigned i = 0; i < jobs; i++) {
+            TT_REQUIRE(!atomic_load(&r->on_caller[i]),
+                          "%s: job %u ran on the plain calling thread", msg, i);
+            TT_REQUIRE(atomic_load(&r->member[i]) >= 0, "%s: job %u ran off the pool", msg, i);
+        }
+    }
+    if (ntasks == 1) {
+        /* one task runs inline on the caller, the jobs in order */
+        for (unsigned i = 0; i < jobs; i++) {
+            TT_REQUIRE(atomic_load(&r->on_caller[i]), "%s: a single task ran off the caller",
+                          msg);
+            TT_REQUIRE(atomic_load(&r->seq[i]) == (int)i, "%s: job %u ran out of order", msg, i);
+        }
+    }
+    if (!TT_PARALLEL_ENABLED) {
+        for (unsigned i = 0; i < jobs; i++)
+            TT_REQUIRE(atomic_load(&r->on_caller[i]), "%s: without parallel job %u ran off "
+                          "the calling thread", msg, i);
+    }
+}
+
+static fork_rec g_rec; /* large: keep it off the stack */
+
+START_TEST(test_fork_shares_grid)
+{
+    unsigned width = 8; /* wider than the 2-CPU machines */
+    tt_pool *pool = tt_make_pool(width);
+    unsigned w = tt_pool_width(pool);
+    unsigned rounds = tt_iters(20);
+    unsigned forks = 0;
+    for (unsigned round = 0; round < rounds; round++) {
+        for (unsigned b = 1; b <= 8; b++) {
+            for (unsigned jobs = 1; jobs <= 20; jobs++) {
+                tt_exec ex;
+                ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
+                unsigned eb = tt_exec_budget(&ex);
+                ck_assert_uint_eq(eb, b < w ? b : w);
+                rec_init(&g_rec, pool);
+                int rc = tt_fork(&ex, jobs, job_rec, &g_rec);
+                ck_assert_msg(rc == TT_OK, "tt_fork(budget %u, jobs %u): %s", b, jobs,
+                              tt_status_name(rc));
+                char msg[96];
+                snprintf(msg, sizeof msg, "round %u, budget %u (%u), jobs %u", round, b, eb, jobs);
+                check_fork_result(&g_rec, jobs, eb, msg, true);
+                rec_destroy(&g_rec);
+                forks++;
+            }
+        }
+    }
+    tt_assert_no_failures();
+    tt_free_pool(pool);
+    ck_assert_uint_eq(forks, rounds * 160);
+}
+END_TEST
+
+START_TEST(test_fork_many_jobs)
+{
+    tt_pool *pool = tt_make_pool(4);
+    static const unsigned cases[][2] = {{3, 1000}, {4, 1023}, {2, 999}, {1, 500}, {4, 5}};
+    for (size_t c = 0; c < TT_ARRAY_LEN(cases); c++) {
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, pool, cases[c][0]), TT_OK);
+        unsigned eb = tt_exec_budget(&ex);
+        rec_init(&g_rec, pool);
+        ck_assert_int_eq(tt_fork(&ex, cases[c][1], job_rec, &g_rec), TT_OK);
+        char msg[64];
+        snprintf(msg, sizeof msg, "budget %u, jobs %u", eb, cases[c][1]);
+        check_fork_result(&g_rec, cases[c][1], eb, msg, true);
+        rec_destroy(&g_rec);
+    }
+    tt_assert_no_failures();
+    tt_free_pool(pool);
+}
+END_TEST
+
+START_TEST(test_fork_clamped_pools)
+{
+    /* budgets above the width of narrow pools */
+    static const unsigned widths[] = {2, 3};
+    for (size_t wi = 0; wi < TT_ARRAY_LEN(widths); wi++) {
+        tt_pool *pool = tt_make_pool(widths[wi]);
+        unsigned w = tt_pool_width(pool);
+        for (unsigned b = 1; b <= 6; b++) {
+            for (unsigned jobs = 1; jobs <= 7; jobs++) {
+                tt_exec ex;
+                ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
+                ck_assert_uint_eq(tt_exec_budget(&ex), b < w ? b : w);
+                rec_init(&g_rec, pool);
+                ck_assert_int_eq(tt_fork(&ex, jobs, job_rec, &g_rec), TT_OK);
+                char msg[64];
+                snprintf(msg, sizeof msg, "width %u, budget %u, jobs %u", w, b, jobs);
+                check_fork_result(&g_rec, jobs, tt_exec_budget(&ex), msg, true);
+                rec_destroy(&g_rec);
+            }
+        }
+        tt_free_pool(pool);
+    }
+    tt_assert_no_failures();
+}
+END_TEST
+
+/* Nested: a fork from a member. Its first task runs on the member itself,
+ * and the shares of the child token split the same way. */
+typedef struct nested_ctx {
+    tt_pool *pool;
+    unsigned inner_jobs;
+    _Atomic int outer_jobs;
+    _Atomic int bad_first_task;
+    _Atomic int inner_calls;
+    _Atomic unsigned inner_budget_sum[64];
+    _Atomic int inner_ran[64][32];
+    pthread_t outer_thread[64];
+    bool outer_member[64];
+    unsigned outer_budget[64];
+} nested_ctx;
+
+typedef struct inner_arg {
+    nested_ctx *n;
+    unsigned outer;
+} inner_arg;
+
+static void job_inner(void *arg, unsigned i, tt_exec *child)
+{
+    inner_arg *a = arg;
+    nested_ctx *n = a->n;
+    atomic_fetch_add(&n->inner_calls, 1);
+    if (i < 32)
+        atomic_fetch_add(&n->inner_ran[a->outer][i], 1);
+    atomic_fetch_add(&n->inner_budget_sum[a->outer], tt_exec_budget(child));
+    bool here = pthread_equal(pthread_self(), n->outer_thread[a->outer]);
+    unsigned ntasks = n->inner_jobs < n->outer_budget[a->outer] ? n->inner_jobs
+                                                                 : n->outer_budget[a->outer];
+    if (n->outer_member[a->outer]) {
+        /* a member runs the first task itself */
+        if (i == 0 && !here)
+            atomic_fetch_add(&n->bad_first_task, 1);
+    } else if (TT_PARALLEL_ENABLED && ntasks > 1) {
+        /* a plain thread (the outer job ran inline) enters and waits */
+        if (here)
+            atomic_fetch_add(&n->bad_first_task, 1);
+    } else if (!here) {
+        atomic_fetch_add(&n->bad_first_task, 1); /* one task: inline */
+    }
+    tt_spin_us(2);
+}
+
+static void job_outer(void *arg, unsigned i, tt_exec *child)
+{
+    nested_ctx *n = arg;
+    atomic_fetch_add(&n->outer_jobs, 1);
+    n->outer_thread[i] = pthread_self();
+    n->outer_member[i] = tt_pool_is_member(n->pool, NULL);
+    unsigned cb = tt_exec_budget(child);
+    n->outer_budget[i] = cb;
+    inner_arg a = {n, i};
+    int rc = tt_fork(child, n->inner_jobs, job_inner, &a);
+    TT_CHECK(rc == TT_OK, "nested tt_fork: %s", tt_status_name(rc));
+    /* jobs <= budget: the children's budgets sum to this child's budget */
+    if (n->inner_jobs <= cb)
+        TT_CHECK(atomic_load(&n->inner_budget_sum[i]) == cb,
+                 "nested children's budgets sum to %u, want %u",
+                 atomic_load(&n->inner_budget_sum[i]), cb);
+}
+
+START_TEST(test_fork_nested_from_member)
+{
+    tt_pool *pool = tt_make_pool(8);
+    static const unsigned cases[][3] = {
+        /* root budget, outer jobs, inner jobs */
+        {8, 2, 4}, {8, 2, 2}, {8, 2, 7}, {8, 4, 2}, {8, 3, 3}, {6, 2, 3}, {8, 1, 8}, {5, 2, 9},
+    };
+    for (size_t c = 0; c < TT_ARRAY_LEN(cases); c++) {
+        nested_ctx *n = calloc(1, sizeof *n);
+        ck_assert_ptr_nonnull(n);
+        n->pool = pool;
+        n->inner_jobs = cases[c][2];
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, pool, cases[c][0]), TT_OK);
+        ck_assert_int_eq(tt_fork(&ex, cases[c][1], job_outer, n), TT_OK);
+        ck_assert_int_eq(atomic_load(&n->outer_jobs), (int)cases[c][1]);
+        ck_assert_int_eq(atomic_load(&n->inner_calls), (int)(cases[c][1] * cases[c][2]));
+        for (unsigned o = 0; o < cases[c][1]; o++)
+            for (unsigned i = 0; i < cases[c][2]; i++)
+                ck_assert_int_eq(atomic_load(&n->inner_ran[o][i]), 1);
+        ck_assert_msg(atomic_load(&n->bad_first_task) == 0,
+                      "case %zu: a nested fork ran a task on the wrong thread", c);
+        free(n);
+    }
+    tt_assert_no_failures();
+    tt_free_pool(pool);
+}
+END_TEST
+
+/* The arg reaches every job; children are valid tokens of the pool. */
+typedef struct arg_ctx {
+    unsigned magic;
+    _Atomic int bad;
+    _Atomic int calls;
+} arg_ctx;
+
+static void job_arg(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    arg_ctx *a = arg;
+    atomic_fetch_add(&a->calls, 1);
+    if (a->magic != 0xfeedu)
+        atomic_fetch_add(&a->bad, 1);
+    if (tt_exec_budget(child) == 0)
+        atomic_fetch_add(&a->bad, 1);
+}
+
+START_TEST(test_fork_arg_and_serial)
+{
+    arg_ctx a = {.magic = 0xfeedu};
+    tt_exec s;
+    tt_exec_init_serial(&s);
+    ck_assert_int_eq(tt_fork(&s, 7, job_arg, &a), TT_OK);
+    tt_pool *pool = tt_make_pool(4);
+    tt_exec ex;
+    ck_assert_int_eq(tt_exec_init(&ex, pool, 4), TT_OK);
+    ck_assert_int_eq(tt_fork(&ex, 9, job_arg, &a), TT_OK);
+    ck_assert_int_eq(atomic_load(&a.calls), 16);
+    ck_assert_int_eq(atomic_load(&a.bad), 0);
+    /* a serial token's fork: one task, on the caller, child budget 1 */
+    rec_init(&g_rec, pool);
+    tt_exec_init_serial(&s);
+    ck_assert_int_eq(tt_fork(&s, 6, job_rec, &g_rec), TT_OK);
+    check_fork_result(&g_rec, 6, 1, "serial token", true);
+    rec_destroy(&g_rec);
+    tt_free_pool(pool);
+    tt_assert_no_failures();
+}
+END_TEST
+
+static Suite *fork_suite(void)
+{
+    Suite *s = suite_create("fork");
+    TCase *tc = tt_tcase(s, "shares", 120);
+    tcase_add_test(tc, test_fork_shares_grid);
+    tcase_add_test(tc, test_fork_many_jobs);
+    tcase_add_test(tc, test_fork_clamped_pools);
+    tc = tt_tcase(s, "nested", 60);
+    tcase_add_test(tc, test_fork_nested_from_member);
+    tcase_add_test(tc, test_fork_arg_and_serial);
+    return s;
+}
+
+int main(void) { return tt_run_suite(fork_suite()); }

@@ -1,0 +1,463 @@
+/*
+ * test_ledger.c -- slot conservation: under one root token never more than
+ * `budget` tasks run at once, at any depth, and a parent waiting for its
+ * children keeps no slot.
+ *
+ * A seeded PRNG builds random trees of nested entries (fork, reborrow,
+ * limit, for_ranges, external, broadcast at the root), depth up to 4, on
+ * pools of widths 2, 4 and 8 (wider than the machine too), budgets 1 to 8;
+ * thousands of trees, one after the other and from several plain threads
+ * at once. A live counter per tree is incremented at the entry of every job
+ * and body and decremented at its exit, and a job that makes a nested entry
+ * decrements before it and increments after: its maximum must stay at most
+ * the root's budget. With --enable-ledger the library's own ledger says the
+ * same (tt_ledger_max_live <= budget, tt_ledger_live 0 after the entry),
+ * and the ledger's own contract is checked. A failure prints the seed.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "tt_test.h"
+
+#if TT_PARALLEL_ENABLED && defined(_OPENMP)
+#include <omp.h>
+#define TT_TREE_OMP 1
+#else
+#define TT_TREE_OMP 0
+#endif
+
+#define MAX_DEPTH 4
+
+typedef struct tree {
+    tt_pool *pool;
+    unsigned budget; /* the root's, after the clamp */
+    uint64_t seed;
+    tt_live live;
+    _Atomic int nodes;
+    _Atomic int rc_bad;
+    _Atomic int first_bad_rc;
+} tree;
+
+typedef struct node {
+    tree *t;
+    uint64_t seed;
+    unsigned depth;
+} node;
+
+static void note_rc(tree *t, int rc, const char *what)
+{
+    if (rc != TT_OK) {
+        if (atomic_fetch_add(&t->rc_bad, 1) == 0) {
+            atomic_store(&t->first_bad_rc, rc);
+            tt_note_failure(__FILE__, __LINE__, "seed 0x%llx: %s returned %s",
+                            (unsigned long long)t->seed, what, tt_status_name(rc));
+        }
+    }
+}
+
+static void tree_job(void *arg, unsigned i, tt_exec *child);
+
+static void leaf_work(tree *t, uint64_t s)
+{
+    atomic_fetch_add(&t->nodes, 1);
+    tt_spin_us(1 + (unsigned)(s % 3));
+}
+
+static void tree_body(void *arg, size_t b, size_t e)
+{
+    (void)e;
+    node *n = arg;
+    tt_live_enter(&n->t->live);
+    leaf_work(n->t, tt_seed_child(n->seed, b));
+    tt_live_leave(&n->t->live);
+}
+
+static void tree_bcast(void *arg, unsigned i)
+{
+    node *n = arg;
+    tt_live_enter(&n->t->live);
+    leaf_work(n->t, tt_seed_child(n->seed, i));
+    tt_live_leave(&n->t->live);
+}
+
+/* The external callback: `width` threads of the root run in it. */
+static void tree_ext(void *arg, unsigned width)
+{
+    node *n = arg;
+#if TT_TREE_OMP
+#pragma omp parallel num_threads(width)
+    {
+        tt_live_enter(&n->t->live);
+        leaf_work(n->t, tt_seed_child(n->seed, (uint64_t)omp_get_thread_num()));
+        tt_live_leave(&n->t->live);
+    }
+#else
+    for (unsigned k = 0; k < width; k++) {
+        tt_live_enter(&n->t->live);
+        leaf_work(n->t, tt_seed_child(n->seed, k));
+        tt_live_leave(&n->t->live);
+    }
+#endif
+}
+
+/* One nested entry on `ex` chosen by the PRNG. `kids` is the node handed
+ * to the children (seed and depth set by the caller). */
+static void random_entry(tree *t, tt_exec *ex, uint64_t *s, node *kids, bool may_broadcast)
+{
+    unsigned op = tt_rng_below(s, may_broadcast ? 6 : 5);
+    tt_exec r, *use = ex;
+    /* sometimes through a reborrow, sometimes narrowed */
+    unsigned how = tt_rng_below(s, 4);
+    if (how >= 1) {
+        tt_exec_reborrow(ex, &r);
+        use = &r;
+    }
+    if (how >= 2) {
+        unsigned lim = 1 + tt_rng_below(s, 8);
+        tt_exec_limit(use, lim);
+    }
+    switch (op) {
+    case 0:
+    case 1: {
+        unsigned jobs = 1 + tt_rng_below(s, 5);
+        note_rc(t, tt_fork(use, jobs, tree_job, kids), "tt_fork");
+        break;
+    }
+    case 2: {
+        size_t len = tt_rng_below(s, 41);
+        size_t grain = 1 + tt_rng_below(s, 8);
+        note_rc(t, tt_for_ranges(use, len, grain, tree_body, kids), "tt_for_ranges");
+        break;
+    }
+    case 3:
+        note_rc(t, tt_external(use, tree_ext, kids), "tt_external");
+        break;
+    case 4: {
+        /* two phases on reborrows, then the parent itself */
+        tt_exec a;
+        tt_exec_reborrow(use, &a);
+        note_rc(t, tt_fork(&a, 1 + tt_rng_below(s, 3), tree_job, kids), "tt_fork (phase 1)");
+        tt_exec_reborrow(use, &a);
+        note_rc(t, tt_for_ranges(&a, 1 + tt_rng_below(s, 20), 2, tree_body, kids),
+                "tt_for_ranges (phase 2)");
+        note_rc(t, tt_fork(use, 2, tree_job, kids), "tt_fork (phase 3)");
+        break;
+    }
+    default:
+        note_rc(t, tt_broadcast(use, tree_bcast, kids), "tt_broadcast");
+        break;
+    }
+}
+
+static void tree_job(void *arg, unsigned i, tt_exec *child)
+{
+    node *parent = arg;
+    tree *t = parent->t;
+    uint64_t s = tt_seed_child(parent->seed, i);
+    tt_live_enter(&t->live);
+    leaf_work(t, s);
+    unsigned d = parent->depth + 1;
+    /* deeper nodes are leaves more often */
+    bool leaf = d >= MAX_DEPTH || tt_rng_below(&s, 10) < 2 * d;
+    if (!leaf) {
+        node kids = {t, tt_rng_next(&s), d};
+        /* the job waits for its children: it gives its slot up */
+        tt_live_leave(&t->live);
+        random_entry(t, child, &s, &kids, false);
+        tt_live_enter(&t->live);
+        leaf_work(t, s);
+    }
+    tt_live_leave(&t->live);
+}
+
+/* Run one tree of `budget` on pool from the calling (plain) thread.
+ * Returns the max live seen (and checks the ledger). Any thread. */
+static _Atomic long g_tree_tasks;
+
+static int run_tree(tt_pool *pool, unsigned budget, uint64_t seed, unsigned *eff_budget)
+{
+    tree t;
+    memset(&t, 0, sizeof t);
+    t.pool = pool;
+    t.seed = seed;
+    tt_live_init(&t.live);
+    tt_exec root;
+    int rc = tt_exec_init(&root, pool, budget);
+    if (rc != TT_OK) {
+        tt_note_failure(__FILE__, __LINE__, "seed 0x%llx: tt_exec_init: %s",
+                        (unsigned long long)seed, tt_status_name(rc));
+        return 1 << 20;
+    }
+    t.budget = tt_exec_budget(&root);
+    *eff_budget = t.budget;
+    uint64_t s = seed;
+    node kids = {&t, tt_rng_next(&s), 0};
+    random_entry(&t, &root, &s, &kids, true);
+    int max = tt_live_max(&t.live);
+    atomic_fetch_add(&g_tree_tasks, atomic_load(&t.nodes));
+    TT_CHECK(tt_live_now(&t.live) == 0, "seed 0x%llx: %d tasks still counted live after the entry",
+             (unsigned long long)seed, tt_live_now(&t.live));
+    TT_CHECK(max <= (int)t.budget,
+             "seed 0x%llx (pool width %u, budget %u): %d tasks of one root ran at once",
+             (unsigned long long)seed, tt_pool_width(pool), t.budget, max);
+#if TT_LEDGER_ENABLED
+    tt_ledger_root lr = tt_exec_ledger_root(&root);
+    TT_CHECK(lr != 0, "seed 0x%llx: a root without a ledger id", (unsigned long long)seed);
+    unsigned lmax = tt_ledger_max_live(lr), llive = tt_ledger_live(lr);
+    TT_CHECK(lmax <= t.budget, "seed 0x%llx (width %u, budget %u): ledger max_live %u",
+             (unsigned long long)seed, tt_pool_width(pool), t.budget, lmax);
+    TT_CHECK(llive == 0, "seed 0x%llx: ledger live %u after the entry", (unsigned long long)seed,
+             llive);
+    if (atomic_load(&t.nodes) > 0)
+        TT_CHECK(lmax >= 1, "seed 0x%llx: the ledger saw nothing of %d tasks",
+                 (unsigned long long)seed, atomic_load(&t.nodes));
+#endif
+    return max;
+}
+
+START_TEST(test_random_trees)
+{
+    static const unsigned widths[] = {2, 4, 8};
+    unsigned per = tt_iters(300);
+    unsigned trees = 0;
+    int worst = 0;
+    for (size_t wi = 0; wi < TT_ARRAY_LEN(widths); wi++) {
+        tt_pool *pool = tt_make_pool(widths[wi]);
+        for (unsigned b = 1; b <= 8; b++) {
+            for (unsigned k = 0; k < per; k++) {
+                uint64_t seed = tt_mix64(((uint64_t)widths[wi] << 40) ^ ((uint64_t)b << 32) ^ k);
+                unsigned eb = 0;
+                int max = run_tree(pool, b, seed, &eb);
+                if (max > (int)eb)
+                    worst = max - (int)eb > worst ? max - (int)eb : worst;
+                trees++;
+                if (tt_failures())
+                    break; /* the first failing seed is reported */
+            }
+            if (tt_failures())
+                break;
+        }
+        tt_free_pool(pool);
+        if (tt_failures())
+            break;
+    }
+    printf("random trees: %u trees, %ld tasks\n", trees, atomic_load(&g_tree_tasks));
+    tt_assert_no_failures();
+    ck_assert_int_eq(worst, 0);
+    ck_assert_uint_eq(trees, per * 8 * TT_ARRAY_LEN(widths));
+}
+END_TEST
+
+typedef struct tree_thread {
+    tt_pool *pool;
+    unsigned t, count;
+} tree_thread;
+
+static void *tree_thread_main(void *arg)
+{
+    tree_thread *tt = arg;
+    for (unsigned k = 0; k < tt->count && !tt_failures(); k++) {
+        uint64_t seed = tt_mix64(0xc0ffeeull ^ ((uint64_t)tt->t << 48) ^ k);
+        unsigned b = 1 + (unsigned)(seed % 8);
+        unsigned eb = 0;
+        (void)run_tree(tt->pool, b, seed, &eb);
+    }
+    return NULL;
+}
+
+START_TEST(test_random_trees_concurrent_roots)
+{
+    static const unsigned widths[] = {4, 8};
+    for (size_t wi = 0; wi < TT_ARRAY_LEN(widths); wi++) {
+        tt_pool *pool = tt_make_pool(widths[wi]);
+        tree_thread a[3];
+        pthread_t th[3];
+        for (unsigned t = 0; t < 3; t++) {
+            a[t] = (tree_thread){pool, t + 10 * (unsigned)wi, tt_iters(500)};
+            ck_assert_int_eq(pthread_create(&th[t], NULL, tree_thread_main, &a[t]), 0);
+        }
+        for (unsigned t = 0; t < 3; t++)
+            ck_assert(tt_join_timeout(th[t], 120));
+        tt_free_pool(pool);
+        tt_assert_no_failures();
+    }
+}
+END_TEST
+
+/* A parent waiting for its children keeps no slot: budget 1, a chain of
+ * nested single-job forks; at every depth exactly one task is live. */
+typedef struct chain_ctx {
+    tt_live live;
+    unsigned depth;
+    _Atomic int deepest;
+#if TT_LEDGER_ENABLED
+    tt_ledger_root root;
+    _Atomic unsigned ledger_seen_max;
+#endif
+} chain_ctx;
+
+static void chain_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    chain_ctx *c = arg;
+    tt_live_enter(&c->live);
+#if TT_LEDGER_ENABLED
+    unsigned l = tt_ledger_live(c->root);
+    unsigned m = atomic_load(&c->ledger_seen_max);
+    while (l > m && !atomic_compare_exchange_weak(&c->ledger_seen_max, &m, l))
+        ;
+    TT_CHECK(tt_exec_ledger_root(child) == c->root, "a fork child has another ledger root");
+#endif
+    if (c->depth > 0) {
+        c->depth--;
+        atomic_fetch_add(&c->deepest, 1);
+        tt_live_leave(&c->live);
+        int rc = tt_fork(child, 1, chain_job, c);
+        TT_CHECK(rc == TT_OK, "chain fork: %s", tt_status_name(rc));
+        tt_live_enter(&c->live);
+    }
+    tt_live_leave(&c->live);
+}
+
+START_TEST(test_waiting_parent_keeps_no_slot)
+{
+    tt_pool *pool = tt_make_pool(4);
+    for (unsigned b = 1; b <= 2; b++) {
+        chain_ctx c;
+        memset(&c, 0, sizeof c);
+        tt_live_init(&c.live);
+        c.depth = 12;
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
+#if TT_LEDGER_ENABLED
+        c.root = tt_exec_ledger_root(&ex);
+        ck_assert_uint_ne(c.root, 0);
+#endif
+        ck_assert_int_eq(tt_fork(&ex, 1, chain_job, &c), TT_OK);
+        ck_assert_int_eq(atomic_load(&c.deepest), 12);
+        ck_assert_int_eq(tt_live_max(&c.live), 1);
+#if TT_LEDGER_ENABLED
+        /* inside the 13 nested jobs the ledger counted one live task */
+        ck_assert_uint_eq(atomic_load(&c.ledger_seen_max), 1);
+        ck_assert_uint_eq(tt_ledger_max_live(c.root), 1);
+        ck_assert_uint_eq(tt_ledger_live(c.root), 0);
+#endif
+    }
+    tt_free_pool(pool);
+    tt_assert_no_failures();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* The ledger's own contract (only with --enable-ledger)                     */
+/* ------------------------------------------------------------------------ */
+
+#if TT_LEDGER_ENABLED
+typedef struct lj {
+    tt_ledger_root root;
+    tt_tbarrier bar;
+    _Atomic int bad;
+    _Atomic unsigned live_inside;
+} lj;
+
+static void ledger_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    lj *c = arg;
+    if (tt_exec_ledger_root(child) != c->root)
+        atomic_fetch_add(&c->bad, 1);
+    tt_exec g;
+    tt_exec_reborrow(child, &g);
+    if (tt_exec_ledger_root(&g) != c->root)
+        atomic_fetch_add(&c->bad, 1);
+    tt_exec_finish(&g);
+    /* all at once: the ledger sees them together */
+    if (tt_tbarrier_wait(&c->bar, 20) < 0)
+        atomic_fetch_add(&c->bad, 1);
+    unsigned l = tt_ledger_live(c->root);
+    unsigned m = atomic_load(&c->live_inside);
+    while (l > m && !atomic_compare_exchange_weak(&c->live_inside, &m, l))
+        ;
+    if (tt_tbarrier_wait(&c->bar, 20) < 0)
+        atomic_fetch_add(&c->bad, 1);
+}
+#endif
+
+START_TEST(test_ledger_contract)
+{
+#if TT_LEDGER_ENABLED
+    tt_pool *pool = tt_make_pool(4);
+    unsigned w = tt_pool_width(pool);
+    ck_assert_uint_eq(tt_exec_ledger_root(NULL), 0);
+    tt_exec g;
+    memset(&g, 0xa5, sizeof g);
+    ck_assert_uint_eq(tt_exec_ledger_root(&g), 0);
+    ck_assert_uint_eq(tt_ledger_max_live(0), 0);
+    ck_assert_uint_eq(tt_ledger_live(0), 0);
+    ck_assert_uint_eq(tt_ledger_installs(NULL), 0);
+
+    /* distinct roots, shared by derived tokens */
+    tt_exec a, b, c;
+    ck_assert_int_eq(tt_exec_init(&a, pool, 4), TT_OK);
+    ck_assert_int_eq(tt_exec_init(&b, pool, 4), TT_OK);
+    tt_ledger_root ra = tt_exec_ledger_root(&a), rb = tt_exec_ledger_root(&b);
+    ck_assert_uint_ne(ra, 0);
+    ck_assert_uint_ne(rb, 0);
+    ck_assert_uint_ne(ra, rb);
+    tt_exec_reborrow(&a, &c);
+    ck_assert_uint_eq(tt_exec_ledger_root(&c), ra);
+    tt_exec_limit(&c, 2);
+    ck_assert_uint_eq(tt_exec_ledger_root(&c), ra);
+    tt_exec_finish(&c);
+    ck_assert_uint_eq(tt_ledger_max_live(ra), 0); /* nothing ran yet */
+    ck_assert_uint_eq(tt_ledger_max_live(ra + 1000000), 0); /* unknown */
+    tt_exec s;
+    tt_exec_init_serial(&s);
+    ck_assert_uint_ne(tt_exec_ledger_root(&s), 0);
+    tt_exec_finish(&s);
+
+    /* a fork of w concurrent jobs: max_live is exactly w */
+    lj j;
+    memset(&j, 0, sizeof j);
+    j.root = ra;
+    tt_tbarrier_init(&j.bar, w);
+    ck_assert_int_eq(tt_fork(&a, w, ledger_job, &j), TT_OK);
+    tt_tbarrier_destroy(&j.bar);
+    ck_assert_int_eq(atomic_load(&j.bad), 0);
+    ck_assert_uint_eq(tt_ledger_max_live(ra), w);
+    ck_assert_uint_eq(atomic_load(&j.live_inside), w);
+    ck_assert_uint_eq(tt_ledger_live(ra), 0);
+    /* the root id stays readable after the token is consumed */
+    ck_assert_uint_eq(tt_exec_ledger_root(&a), ra);
+    tt_exec_finish(&b);
+    ck_assert_uint_eq(tt_ledger_max_live(rb), 0);
+
+    /* the ledger keeps the newest 65536 roots: an older one reads 0 */
+    for (unsigned k = 0; k < 65536u + 16u; k++) {
+        tt_exec t;
+        tt_exec_init_serial(&t);
+    }
+    ck_assert_uint_eq(tt_ledger_max_live(ra), 0);
+    tt_free_pool(pool);
+#else
+    /* without the ledger the slot checks above rest on the live counters */
+    tt_pool *pool = tt_make_pool(2);
+    ck_assert_uint_eq(tt_pool_width(pool), tt_expect_width(2));
+    tt_free_pool(pool);
+#endif
+}
+END_TEST
+
+static Suite *ledger_suite(void)
+{
+    Suite *s = suite_create("ledger");
+    TCase *tc = tt_tcase(s, "trees", 180);
+    tcase_add_test(tc, test_random_trees);
+    tcase_add_test(tc, test_random_trees_concurrent_roots);
+    tc = tt_tcase(s, "slots", 60);
+    tcase_add_test(tc, test_waiting_parent_keeps_no_slot);
+    tcase_add_test(tc, test_ledger_contract);
+    return s;
+}
+
+int main(void) { return tt_run_suite(ledger_suite()); }

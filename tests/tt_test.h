@@ -1,0 +1,735 @@
+/*
+ * tt_test.h -- shared helpers of the threadteam Check programs.
+ *
+ * Header-only: every test program is one translation unit that includes it
+ * once. Nothing here includes omp.h, so the helpers build in a
+ * --disable-parallel configuration (TT_PARALLEL_ENABLED 0) without OpenMP.
+ *
+ * What it gives:
+ *  - tt_tcase(): a TCase with a Check timeout (which Check scales by
+ *    CK_TIMEOUT_MULTIPLIER) and a watchdog fixture that aborts the process
+ *    a little after that timeout, so a hang also fails when Check runs
+ *    without fork (CK_FORK=no, as under valgrind), where Check enforces no
+ *    timeout of its own;
+ *  - TT_CHECK(): an assertion usable on any thread (jobs, bodies, pool
+ *    members): it records the failure instead of long-jumping out of the
+ *    library's frames; tt_assert_no_failures() turns the record into a
+ *    Check failure on the test's own thread. Use ck_assert only on the
+ *    test's thread, outside every callback;
+ *  - tt_live: a live-task counter that tracks its maximum (atomics);
+ *  - tt_tbarrier: a reusable barrier whose wait fails after a timeout
+ *    instead of hanging;
+ *  - pools of a given width with test spin settings; the expected width in
+ *    this build (tt_expect_width: 1 under --disable-parallel);
+ *  - /proc/self/task: thread counts, thread names, whether a tid lives;
+ *  - iteration scaling: TT_TEST_QUICK=1 divides iteration counts by 20
+ *    (tt_iters), TT_TEST_SCALE=<k> divides them by k;
+ *  - a seeded PRNG (splitmix64), clocks, a short busy spin.
+ *
+ * Environment:
+ *   TT_TEST_QUICK=1           iteration counts / 20 (valgrind, tsan)
+ *   TT_TEST_SCALE=k           iteration counts / k (overrides QUICK)
+ *   CK_TIMEOUT_MULTIPLIER=m   Check's own multiplier; also scales the
+ *                             watchdog and the barrier timeouts
+ *   TT_TEST_SPIN_POLLS=n      spin_polls of the test pools
+ *                             (default 20000; 200 when quick)
+ */
+#ifndef TT_TEST_H
+#define TT_TEST_H
+
+#include <check.h>
+#include <threadteam.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__GNUC__)
+#define TT_TEST_UNUSED __attribute__((unused))
+#else
+#define TT_TEST_UNUSED
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Build configuration                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* The width a pool asked for `w` threads gets in this build. */
+static inline unsigned tt_expect_width(unsigned w)
+{
+#if TT_PARALLEL_ENABLED
+    return w;
+#else
+    (void)w;
+    return 1;
+#endif
+}
+
+/* The budget a root minted for `b` slots of a pool of `w` threads gets. */
+static inline unsigned tt_expect_budget(unsigned w, unsigned b)
+{
+    unsigned ww = tt_expect_width(w);
+    return b < ww ? b : ww;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Environment and scaling                                                   */
+/* ------------------------------------------------------------------------ */
+
+static inline long tt__env_long(const char *name, long dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return dflt;
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    return (end && end != s) ? v : dflt;
+}
+
+static inline bool tt_test_quick(void)
+{
+    return tt__env_long("TT_TEST_QUICK", 0) != 0;
+}
+
+/* The divisor of every iteration count. */
+static inline long tt_test_divisor(void)
+{
+    long k = tt__env_long("TT_TEST_SCALE", 0);
+    if (k > 0)
+        return k;
+    return tt_test_quick() ? 20 : 1;
+}
+
+/* n iterations, scaled down by the divisor, at least 1. */
+static inline unsigned tt_iters(unsigned n)
+{
+    long d = tt_test_divisor();
+    unsigned v = (unsigned)((long)n / d);
+    return v ? v : 1u;
+}
+
+/* Multiplier of every timeout (Check's own variable, so both agree). */
+static inline double tt_timeout_mult(void)
+{
+    const char *s = getenv("CK_TIMEOUT_MULTIPLIER");
+    if (s && *s) {
+        double m = strtod(s, NULL);
+        if (m >= 1.0)
+            return m;
+    }
+    return 1.0;
+}
+
+/* A timeout of `s` seconds, scaled. */
+static inline double tt_timeout(double s) { return s * tt_timeout_mult(); }
+
+/* ------------------------------------------------------------------------ */
+/* Clocks, spins, ids                                                        */
+/* ------------------------------------------------------------------------ */
+
+static inline uint64_t tt_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Busy-wait about `us` microseconds (makes overlaps observable). */
+static inline void tt_spin_us(unsigned us)
+{
+    uint64_t end = tt_now_ns() + (uint64_t)us * 1000u;
+    while (tt_now_ns() < end)
+        ;
+}
+
+static inline void tt_sleep_us(unsigned us)
+{
+    struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static inline pid_t tt_gettid(void) { return (pid_t)syscall(SYS_gettid); }
+
+/* CPUs in the calling thread's affinity set. */
+static inline unsigned tt_affinity_cpus(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return (unsigned)CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1u;
+}
+
+/* ------------------------------------------------------------------------ */
+/* PRNG: splitmix64                                                          */
+/* ------------------------------------------------------------------------ */
+
+static inline uint64_t tt_mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t tt_rng_next(uint64_t *s)
+{
+    *s += 0x9e3779b97f4a7c15ull;
+    return tt_mix64(*s);
+}
+
+/* Uniform in [0, n) (n > 0; the bias is irrelevant here). */
+static inline unsigned tt_rng_below(uint64_t *s, unsigned n)
+{
+    return (unsigned)(tt_rng_next(s) % n);
+}
+
+/* A child seed: deterministic in (seed, i), independent of execution order. */
+static inline uint64_t tt_seed_child(uint64_t seed, uint64_t i)
+{
+    return tt_mix64(seed ^ tt_mix64(i + 0x632be59bd9b4e019ull));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Failures recorded on any thread                                           */
+/* ------------------------------------------------------------------------ */
+
+static _Atomic unsigned tt__fail_count;
+static pthread_mutex_t tt__fail_lock = PTHREAD_MUTEX_INITIALIZER;
+static char tt__fail_first[512];
+
+static TT_TEST_UNUSED void tt_note_failure(const char *file, int line, const char *fmt, ...)
+{
+    unsigned n = atomic_fetch_add(&tt__fail_count, 1);
+    if (n < 8) {
+        char msg[400];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "%s:%d: check failed: %s\n", file, line, msg);
+        pthread_mutex_lock(&tt__fail_lock);
+        if (n == 0 || !tt__fail_first[0])
+            snprintf(tt__fail_first, sizeof tt__fail_first, "%s:%d: %s", file, line, msg);
+        pthread_mutex_unlock(&tt__fail_lock);
+    }
+}
+
+/* An assertion for any thread: records, never jumps. */
+#define TT_CHECK(cond, ...)                                                    \
+    do {                                                                       \
+        if (!(cond))                                                           \
+            tt_note_failure(__FILE__, __LINE__, __VA_ARGS__);                  \
+    } while (0)
+
+static inline unsigned tt_failures(void) { return atomic_load(&tt__fail_count); }
+
+static inline void tt_reset_failures(void)
+{
+    pthread_mutex_lock(&tt__fail_lock);
+    tt__fail_first[0] = 0;
+    pthread_mutex_unlock(&tt__fail_lock);
+    atomic_store(&tt__fail_count, 0);
+}
+
+/* On the test's own thread: fail the test when any TT_CHECK failed. */
+#define tt_assert_no_failures()                                                \
+    do {                                                                       \
+        unsigned tt__n = tt_failures();                                        \
+        if (tt__n) {                                                           \
+            char tt__msg[sizeof tt__fail_first];                               \
+            pthread_mutex_lock(&tt__fail_lock);                                \
+            memcpy(tt__msg, tt__fail_first, sizeof tt__msg);                   \
+            pthread_mutex_unlock(&tt__fail_lock);                              \
+            tt_reset_failures();                                               \
+            ck_abort_msg("%u check(s) failed; first: %s", tt__n, tt__msg);     \
+        }                                                                      \
+    } while (0)
+
+/* ck_assert_msg for hot loops, on the test's thread: Check records every
+ * passing assertion (a write to its channel when it forks), this only
+ * reaches Check when the condition fails. */
+#define TT_REQUIRE(cond, ...)                                                  \
+    do {                                                                       \
+        if (!(cond))                                                           \
+            ck_abort_msg(__VA_ARGS__);                                         \
+    } while (0)
+
+/* ------------------------------------------------------------------------ */
+/* Live counter with maximum                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tt_live {
+    _Atomic int live;
+    _Atomic int max;
+    _Atomic long entries;
+} tt_live;
+
+static inline void tt_live_init(tt_live *l)
+{
+    atomic_store(&l->live, 0);
+    atomic_store(&l->max, 0);
+    atomic_store(&l->entries, 0);
+}
+
+/* Add n running tasks; returns the new count and raises the maximum. */
+static inline int tt_live_add(tt_live *l, int n)
+{
+    int now = atomic_fetch_add(&l->live, n) + n;
+    atomic_fetch_add(&l->entries, 1);
+    int m = atomic_load(&l->max);
+    while (now > m && !atomic_compare_exchange_weak(&l->max, &m, now))
+        ;
+    return now;
+}
+static inline int tt_live_enter(tt_live *l) { return tt_live_add(l, 1); }
+static inline void tt_live_sub(tt_live *l, int n) { atomic_fetch_sub(&l->live, n); }
+static inline void tt_live_leave(tt_live *l) { tt_live_sub(l, 1); }
+static inline int tt_live_max(tt_live *l) { return atomic_load(&l->max); }
+static inline int tt_live_now(tt_live *l) { return atomic_load(&l->live); }
+
+/* ------------------------------------------------------------------------ */
+/* Barrier with a timeout                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* A reusable barrier of `parties`. A wait that does not complete within its
+ * timeout breaks the barrier: it and every later wait return -1 at once, so
+ * a test fails instead of hanging. */
+typedef struct tt_tbarrier {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    unsigned parties, count;
+    unsigned long gen;
+    bool broken;
+} tt_tbarrier;
+
+static inline void tt_tbarrier_init(tt_tbarrier *b, unsigned parties)
+{
+    pthread_mutex_init(&b->m, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&b->c, &ca);
+    pthread_condattr_destroy(&ca);
+    b->parties = parties;
+    b->count = 0;
+    b->gen = 0;
+    b->broken = false;
+}
+
+static inline void tt_tbarrier_destroy(tt_tbarrier *b)
+{
+    pthread_cond_destroy(&b->c);
+    pthread_mutex_destroy(&b->m);
+}
+
+/* 1 for the last arriver, 0 for the others, -1 on timeout or when broken. */
+static inline int tt_tbarrier_wait(tt_tbarrier *b, double timeout_s)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    double t = tt_timeout(timeout_s);
+    dl.tv_sec += (time_t)t;
+    dl.tv_nsec += (long)((t - (double)(time_t)t) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&b->m);
+    if (b->broken) {
+        pthread_mutex_unlock(&b->m);
+        return -1;
+    }
+    unsigned long gen = b->gen;
+    if (++b->count == b->parties) {
+        b->count = 0;
+        b->gen++;
+        pthread_cond_broadcast(&b->c);
+        pthread_mutex_unlock(&b->m);
+        return 1;
+    }
+    while (gen == b->gen && !b->broken) {
+        if (pthread_cond_timedwait(&b->c, &b->m, &dl) == ETIMEDOUT && gen == b->gen) {
+            b->broken = true;
+            pthread_cond_broadcast(&b->c);
+            break;
+        }
+    }
+    int rc = (gen != b->gen) ? 0 : -1;
+    pthread_mutex_unlock(&b->m);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* A one-shot flag to wait on with a timeout                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tt_flag {
+    _Atomic int v;
+} tt_flag;
+
+static inline void tt_flag_set(tt_flag *f, int v) { atomic_store(&f->v, v); }
+static inline int tt_flag_get(tt_flag *f) { return atomic_load(&f->v); }
+
+/* Wait until the flag reaches at least v; false on timeout. */
+static inline bool tt_flag_wait_ge(tt_flag *f, int v, double timeout_s)
+{
+    uint64_t end = tt_now_ns() + (uint64_t)(tt_timeout(timeout_s) * 1e9);
+    while (atomic_load(&f->v) < v) {
+        if (tt_now_ns() > end)
+            return false;
+        tt_sleep_us(100);
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pools with test settings                                                  */
+/* ------------------------------------------------------------------------ */
+
+static inline uint64_t tt_test_spin_polls(void)
+{
+    long v = tt__env_long("TT_TEST_SPIN_POLLS", -1);
+    if (v >= 0)
+        return (uint64_t)v;
+    return tt_test_quick() ? 200u : 20000u;
+}
+
+/* A pool of `width` threads (0: all CPUs) with the given waits. Fails the
+ * test (on its own thread) when the pool cannot be built. */
+static inline tt_pool *tt_make_pool_spin(unsigned width, uint64_t spin_polls, uint64_t idle_spin_ns)
+{
+    tt_pool_attr *a = NULL;
+    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_threads(a, width), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, spin_polls), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_idle_spin(a, idle_spin_ns), TT_OK);
+    tt_pool *p = NULL;
+    int rc = tt_pool_create(&p, a);
+    tt_pool_attr_destroy(a);
+    ck_assert_msg(rc == TT_OK, "tt_pool_create(width %u): %s", width, tt_status_name(rc));
+    ck_assert_ptr_nonnull(p);
+    if (width)
+        ck_assert_uint_eq(tt_pool_width(p), tt_expect_width(width));
+    return p;
+}
+
+/* A pool of `width` threads with the test waits (short spins). */
+static inline tt_pool *tt_make_pool(unsigned width)
+{
+    return tt_make_pool_spin(width, tt_test_spin_polls(), 100000u /* 100 us */);
+}
+
+static inline void tt_free_pool(tt_pool *p)
+{
+    int rc = tt_pool_destroy(p);
+    ck_assert_msg(rc == TT_OK, "tt_pool_destroy: %s", tt_status_name(rc));
+}
+
+/* ------------------------------------------------------------------------ */
+/* /proc/self/task                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Threads of this process now (-1 when /proc is not there). */
+static inline int tt_count_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* The name (comm) of thread `tid` into buf; false when it is gone. */
+static inline bool tt_thread_comm(pid_t tid, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    bool ok = fgets(buf, (int)len, f) != NULL;
+    fclose(f);
+    if (ok)
+        buf[strcspn(buf, "\n")] = 0;
+    return ok;
+}
+
+static inline bool tt_tid_alive(pid_t tid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
+    return access(path, F_OK) == 0;
+}
+
+/* The tid of a thread named exactly `name`, or 0; *count (may be NULL) gets
+ * how many threads have that name. */
+static inline pid_t tt_find_thread_named(const char *name, int *count)
+{
+    DIR *d = opendir("/proc/self/task");
+    pid_t found = 0;
+    int n = 0;
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (e->d_name[0] == '.')
+                continue;
+            char comm[64];
+            pid_t tid = (pid_t)atoi(e->d_name);
+            if (tt_thread_comm(tid, comm, sizeof comm) && strcmp(comm, name) == 0) {
+                n++;
+                found = tid;
+            }
+        }
+        closedir(d);
+    }
+    if (count)
+        *count = n;
+    return found;
+}
+
+/* Threads whose name starts with `prefix`. */
+static inline int tt_count_threads_prefixed(const char *prefix)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    if (d) {
+        struct dirent *e;
+        size_t pl = strlen(prefix);
+        while ((e = readdir(d)) != NULL) {
+            if (e->d_name[0] == '.')
+                continue;
+            char comm[64];
+            if (tt_thread_comm((pid_t)atoi(e->d_name), comm, sizeof comm) &&
+                strncmp(comm, prefix, pl) == 0)
+                n++;
+        }
+        closedir(d);
+    }
+    return n;
+}
+
+/* Wait (up to timeout_s) until the process has `n` threads; returns the
+ * last count seen. Threads that exit leave /proc a moment after they
+ * signalled their exit. */
+static inline int tt_wait_thread_count(int n, double timeout_s)
+{
+    uint64_t end = tt_now_ns() + (uint64_t)(tt_timeout(timeout_s) * 1e9);
+    int c;
+    while ((c = tt_count_threads()) != n && tt_now_ns() < end)
+        tt_sleep_us(1000);
+    return c;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Threads                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Join t; after timeout_s record a failure and return false (t is left
+ * running: the test then fails, and Check or the watchdog ends it). */
+static inline bool tt_join_timeout(pthread_t t, double timeout_s)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += (time_t)tt_timeout(timeout_s);
+    int rc = pthread_timedjoin_np(t, NULL, &dl);
+    if (rc != 0) {
+        tt_note_failure(__FILE__, __LINE__, "thread did not finish within %.0f s (%s)",
+                        tt_timeout(timeout_s), strerror(rc));
+        return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Watchdog and tcases                                                       */
+/* ------------------------------------------------------------------------ */
+
+#define TT__MAX_TCASES 24
+static struct {
+    const char *name;
+    double seconds;
+} tt__tcase_timeouts[TT__MAX_TCASES];
+static unsigned tt__tcase_count;
+
+static pthread_mutex_t tt__wd_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t tt__wd_cond;
+static bool tt__wd_stop;
+static bool tt__wd_running;
+static pthread_t tt__wd_thread;
+static double tt__wd_seconds;
+static char tt__wd_name[128];
+
+static void *tt__watchdog_main(void *arg)
+{
+    (void)arg;
+#if defined(__linux__)
+    pthread_setname_np(pthread_self(), "tt-watchdog");
+#endif
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    dl.tv_sec += (time_t)tt__wd_seconds + 1;
+    pthread_mutex_lock(&tt__wd_lock);
+    while (!tt__wd_stop) {
+        if (pthread_cond_timedwait(&tt__wd_cond, &tt__wd_lock, &dl) == ETIMEDOUT && !tt__wd_stop) {
+            fprintf(stderr,
+                    "tt watchdog: tcase '%s' still running after %.0f s: aborting (a hang)\n",
+                    tt__wd_name, tt__wd_seconds);
+            fflush(stderr);
+            fflush(stdout);
+            abort();
+        }
+    }
+    pthread_mutex_unlock(&tt__wd_lock);
+    return NULL;
+}
+
+/* Start the watchdog of tcase slot `slot` (set up by tt_tcase). */
+static void tt__watchdog_start(unsigned slot)
+{
+    const char *name = slot < tt__tcase_count ? tt__tcase_timeouts[slot].name : "?";
+    double secs = slot < tt__tcase_count ? tt__tcase_timeouts[slot].seconds : 60;
+    tt_reset_failures();
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&tt__wd_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    tt__wd_stop = false;
+    /* A little after Check's own timeout, so that Check reports a timeout
+     * when it forks; without fork this is the only one. */
+    tt__wd_seconds = tt_timeout(secs) + 10;
+    snprintf(tt__wd_name, sizeof tt__wd_name, "%s", name);
+    tt__wd_running = pthread_create(&tt__wd_thread, NULL, tt__watchdog_main, NULL) == 0;
+}
+
+static void tt__watchdog_teardown(void)
+{
+    if (tt__wd_running) {
+        pthread_mutex_lock(&tt__wd_lock);
+        tt__wd_stop = true;
+        pthread_cond_broadcast(&tt__wd_cond);
+        pthread_mutex_unlock(&tt__wd_lock);
+        pthread_join(tt__wd_thread, NULL);
+        tt__wd_running = false;
+    }
+    pthread_cond_destroy(&tt__wd_cond);
+}
+
+/* A fixture takes no argument: one setup function per tcase slot. */
+#define TT__WD_SETUP(n)                                                        \
+    static void tt__wd_setup_##n(void) { tt__watchdog_start(n); }
+TT__WD_SETUP(0) TT__WD_SETUP(1) TT__WD_SETUP(2) TT__WD_SETUP(3) TT__WD_SETUP(4)
+TT__WD_SETUP(5) TT__WD_SETUP(6) TT__WD_SETUP(7) TT__WD_SETUP(8) TT__WD_SETUP(9)
+TT__WD_SETUP(10) TT__WD_SETUP(11) TT__WD_SETUP(12) TT__WD_SETUP(13) TT__WD_SETUP(14)
+TT__WD_SETUP(15) TT__WD_SETUP(16) TT__WD_SETUP(17) TT__WD_SETUP(18) TT__WD_SETUP(19)
+TT__WD_SETUP(20) TT__WD_SETUP(21) TT__WD_SETUP(22) TT__WD_SETUP(23)
+#undef TT__WD_SETUP
+static void (*const tt__wd_setups[TT__MAX_TCASES])(void) = {
+    tt__wd_setup_0,  tt__wd_setup_1,  tt__wd_setup_2,  tt__wd_setup_3,  tt__wd_setup_4,
+    tt__wd_setup_5,  tt__wd_setup_6,  tt__wd_setup_7,  tt__wd_setup_8,  tt__wd_setup_9,
+    tt__wd_setup_10, tt__wd_setup_11, tt__wd_setup_12, tt__wd_setup_13, tt__wd_setup_14,
+    tt__wd_setup_15, tt__wd_setup_16, tt__wd_setup_17, tt__wd_setup_18, tt__wd_setup_19,
+    tt__wd_setup_20, tt__wd_setup_21, tt__wd_setup_22, tt__wd_setup_23,
+};
+
+/* A tcase named `name` in suite s, with a timeout of `seconds` (scaled by
+ * CK_TIMEOUT_MULTIPLIER, by Check and by the watchdog). At most
+ * TT__MAX_TCASES per program. */
+static TT_TEST_UNUSED TCase *tt_tcase(Suite *s, const char *name, double seconds)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, seconds);
+    if (tt__tcase_count < TT__MAX_TCASES) {
+        unsigned slot = tt__tcase_count++;
+        tt__tcase_timeouts[slot].name = name;
+        tt__tcase_timeouts[slot].seconds = seconds;
+        tcase_add_checked_fixture(tc, tt__wd_setups[slot], tt__watchdog_teardown);
+    } else {
+        fprintf(stderr, "tt_test.h: more than %d tcases: '%s' has no watchdog\n",
+                TT__MAX_TCASES, name);
+    }
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+/* Run the suite and turn the failures into the exit status. */
+static TT_TEST_UNUSED int tt_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Small utilities                                                           */
+/* ------------------------------------------------------------------------ */
+
+#define TT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Every return code of the library. */
+static const int tt_all_codes[] TT_TEST_UNUSED = {
+    TT_OK,         TT_EINVAL,       TT_ENOMEM,         TT_EAGAIN,
+    TT_ESHORTTEAM, TT_ERANGE,       TT_ECONSUMED,      TT_ECOPY,
+    TT_EBUSY,      TT_EFORKED,      TT_ENOTSUP,        TT_EWRONGTHREAD,
+    TT_EDESTROYED, TT_REFUSED_FORK_CHILD, TT_REFUSED_CALLER_IN_POOL, TT_REFUSED_UNAVAILABLE,
+    TT_REFUSED_BUSY,
+};
+
+/* Index of the thread `self` in a table of up to n ids, adding it when new;
+ * returns its index (n on overflow). Lock-free for a handful of threads. */
+typedef struct tt_thread_set {
+    _Atomic(pthread_t) ids[64];
+    _Atomic unsigned n;
+    pthread_mutex_t lock;
+} tt_thread_set;
+
+static inline void tt_thread_set_init(tt_thread_set *s)
+{
+    atomic_store(&s->n, 0);
+    pthread_mutex_init(&s->lock, NULL);
+}
+static inline void tt_thread_set_destroy(tt_thread_set *s) { pthread_mutex_destroy(&s->lock); }
+
+static inline unsigned tt_thread_set_add(tt_thread_set *s, pthread_t self)
+{
+    pthread_mutex_lock(&s->lock);
+    unsigned n = atomic_load(&s->n);
+    for (unsigned i = 0; i < n; i++) {
+        if (pthread_equal(atomic_load(&s->ids[i]), self)) {
+            pthread_mutex_unlock(&s->lock);
+            return i;
+        }
+    }
+    unsigned idx = n;
+    if (n < 64) {
+        atomic_store(&s->ids[n], self);
+        atomic_store(&s->n, n + 1);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return idx;
+}
+static inline unsigned tt_thread_set_size(tt_thread_set *s) { return atomic_load(&s->n); }
+
+#endif /* TT_TEST_H */
