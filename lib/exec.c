@@ -335,6 +335,7 @@ struct entry {
     const uint32_t *gang;
     tt_pool *pool;
     uint32_t pool_gen; /* children belong to the pool the entry's token did */
+    bool sleepy;       /* the waiter spins little: the work hands its CPU on */
     void *ledger;
 };
 
@@ -395,7 +396,7 @@ static void run_tasks(entry *e, unsigned ntasks, unsigned budget, const placemen
          * would be one runnable thread too many: it spins little and
          * sleeps, as in an oversubscribed scope. */
         tt__wait_policy pol = crew->team_pol;
-        if (pl->self < 0 && dispatched >= tt__cpu_count_cached())
+        if (e->sleepy || (pl->self < 0 && dispatched >= tt__cpu_count_cached()))
             pol.throttled = true;
         tt__join_wait(&e->join, &pol, &crew->stats);
     }
@@ -709,7 +710,9 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
     if (rc)
         return rc;
     unsigned width = x->budget;
-    ext_entry e = {.e = {.body = ext_body, .pool = x->pool, .ledger = x->ledger},
+    /* The callee opens its own team of `width` threads: a caller that spun
+     * while it runs would take a CPU from it. */
+    ext_entry e = {.e = {.body = ext_body, .pool = x->pool, .sleepy = true, .ledger = x->ledger},
                    .fn = fn, .arg = arg, .width = width, .be = tt__backend_get()};
     tt__exec_suspend(x);
     if (width == 1 || !x->pool || !x->pool->crew || (x->flags & TT__F_TEAM)) {

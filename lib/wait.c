@@ -84,7 +84,9 @@ bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_polic
             last = now;
         }
     }
-    for (unsigned y = 0; y < TT__YIELDS; y++) {
+    /* A spin budget of 0 means sleep at once: no yields either. */
+    unsigned yields = pol->spin_polls == 0 ? 0u : TT__YIELDS;
+    for (unsigned y = 0; y < yields; y++) {
         if (atomic_load_explicit(word, memory_order_acquire) != old)
             return true;
         sched_yield();
