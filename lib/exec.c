@@ -158,7 +158,18 @@ int tt__exec_enter(tt__exec *x)
             return rc;
         }
     }
-    atomic_store_explicit(&x->magic, TT__MAGIC_CONSUMED, memory_order_release);
+    /* Consume with a compare-and-swap, so that of two threads that raced
+     * into one token (a misuse: tokens are not shared) only one runs. */
+    uint32_t live = TT__MAGIC_LIVE;
+    if (!atomic_compare_exchange_strong_explicit(&x->magic, &live, TT__MAGIC_CONSUMED,
+                                                 memory_order_acq_rel, memory_order_acquire)) {
+        if (x->pool)
+            tt__pool_entry_end(x->pool);
+        for (tt__exec *p = x->parent; p; p = p->parent)
+            atomic_store_explicit(&p->busy, 0, memory_order_release);
+        atomic_store_explicit(&x->busy, 0, memory_order_release);
+        return TT_ECONSUMED;
+    }
     return TT_OK;
 }
 

@@ -852,6 +852,16 @@ tt_pool *tt_team_into_pool(tt_team *team)
 {
     if (!team)
         return NULL;
+    if (tt__pool_forked(team->pool)) {
+        /* In a fork child nobody can end a leader role held by a thread of
+         * the parent, and the team's lock may have been copied locked:
+         * touch neither, free the memory and give the pool back. */
+        tt_pool *pool = team->pool;
+        free(team->members);
+        free(team->works);
+        free(team);
+        return pool;
+    }
     pthread_mutex_lock(&team->lock);
     while (team->led)
         pthread_cond_wait(&team->cond, &team->lock);

@@ -53,17 +53,64 @@ static void w_bcast(void *arg, unsigned i)
     atomic_fetch_add(&w->calls, 1);
     atomic_fetch_add(&w->sum, (long)i);
 }
-static void w_ext(void *arg, unsigned width)
-{
-    work_ctx *w = arg;
-    atomic_fetch_add(&w->calls, 1);
 #if TT_PARALLEL_ENABLED
+/* Every OpenMP region of this file is in a function named ttomp_*: under
+ * TSan, accesses inside regions run by libgomp's reused threads look
+ * unsynchronised (libgomp's barriers are invisible to TSan), and
+ * tests/tsan.supp names that prefix. */
+
+/* The size of an `omp parallel num_threads(width)` team. */
+static int ttomp_team_of(unsigned width)
+{
     int n = 0;
 #pragma omp parallel num_threads(width)
     {
 #pragma omp atomic
         n++;
     }
+    return n;
+}
+
+/* A plain `omp parallel`: the team size and the level inside. */
+static int ttomp_plain_team(int *level)
+{
+    int got = 0, lv = -1;
+#pragma omp parallel
+    {
+#pragma omp single
+        {
+            got = omp_get_num_threads();
+            lv = omp_get_level();
+        }
+    }
+    *level = lv;
+    return got;
+}
+
+/* A plain region with a worksharing loop: team size and the sum. */
+static int ttomp_sum_loop(long *out)
+{
+    int team = 0;
+    long sum = 0;
+#pragma omp parallel reduction(+ : sum)
+    {
+#pragma omp single
+        team = omp_get_num_threads();
+#pragma omp for
+        for (int i = 0; i < 1000; i++)
+            sum += i;
+    }
+    *out = sum;
+    return team;
+}
+#endif
+
+static void w_ext(void *arg, unsigned width)
+{
+    work_ctx *w = arg;
+    atomic_fetch_add(&w->calls, 1);
+#if TT_PARALLEL_ENABLED
+    int n = ttomp_team_of(width);
     if (n != (int)width)
         atomic_fetch_add(&w->ext_width_bad, 1);
 #else
@@ -171,26 +218,13 @@ START_TEST(test_app_icvs_untouched_and_first_region)
 
     /* the main thread's own first region forms max_threads threads */
     int want = omp_get_max_threads();
-    int got = 0, levels = -1;
-#pragma omp parallel
-    {
-#pragma omp single
-        {
-            got = omp_get_num_threads();
-            levels = omp_get_level();
-        }
-    }
+    int levels = -1;
+    int got = ttomp_plain_team(&levels);
     ck_assert_msg(got == want, "the application's first omp parallel formed %d threads, "
                   "omp_get_max_threads() is %d", got, want);
     ck_assert_int_eq(levels, 1);
     /* and one with an explicit width */
-    got = 0;
-#pragma omp parallel num_threads(2)
-    {
-#pragma omp single
-        got = omp_get_num_threads();
-    }
-    ck_assert_int_eq(got, 2);
+    ck_assert_int_eq(ttomp_team_of(2), 2);
 #else
     do_work(NULL, 1);
     tt_pool *pool = tt_make_pool(4);
@@ -286,14 +320,31 @@ static void app_job(void *arg, unsigned i, tt_exec *child)
 static void app_ext(void *arg, unsigned width)
 {
     app_ctx *c = arg;
-    int n = 0;
-#pragma omp parallel num_threads(width)
-    {
-#pragma omp atomic
-        n++;
-    }
-    if (n != (int)width)
+    if (ttomp_team_of(width) != (int)width)
         atomic_fetch_add(&c->ext_bad, 1);
+}
+
+/* Each thread of an application team of 2 calls into the pool as a plain
+ * thread; returns the number of threads that saw something wrong. */
+static int ttomp_app_calls(tt_pool *pool, app_ctx *c)
+{
+    int bad_team = 0;
+#pragma omp parallel num_threads(2) reduction(+ : bad_team)
+    {
+        int me = omp_get_thread_num();
+        if (tt_pool_is_member(pool, NULL))
+            bad_team++;
+        app_job_arg a = {c, pthread_self()};
+        tt_exec ex;
+        if (tt_exec_init(&ex, pool, 2) != TT_OK || tt_fork(&ex, 2, app_job, &a) != TT_OK)
+            atomic_fetch_add(&c->bad_rc, 1);
+        if (tt_exec_init(&ex, pool, 2) != TT_OK || tt_external(&ex, app_ext, c) != TT_OK)
+            atomic_fetch_add(&c->bad_rc, 1);
+        /* the thread is still in its own team afterwards */
+        if (omp_get_thread_num() != me || omp_get_num_threads() != 2 || omp_get_level() != 1)
+            bad_team++;
+    }
+    return bad_team;
 }
 #endif
 
@@ -311,37 +362,13 @@ START_TEST(test_app_regions_with_pool)
     for (unsigned r = 0; r < rounds; r++) {
         /* an application region while the pool lives: full width, and a
          * worksharing loop that sums right */
-        int team = 0;
         long sum = 0;
-#pragma omp parallel reduction(+ : sum)
-        {
-#pragma omp single
-            team = omp_get_num_threads();
-#pragma omp for
-            for (int i = 0; i < 1000; i++)
-                sum += i;
-        }
+        int team = ttomp_sum_loop(&sum);
         ck_assert_int_eq(team, want);
         ck_assert_int_eq(sum, 999 * 1000 / 2);
 
         /* each thread of the application's team calls into the pool */
-        int bad_team = 0;
-#pragma omp parallel num_threads(2) reduction(+ : bad_team)
-        {
-            int me = omp_get_thread_num();
-            if (tt_pool_is_member(pool, NULL))
-                bad_team++;
-            app_job_arg a = {&c, pthread_self()};
-            tt_exec ex;
-            if (tt_exec_init(&ex, pool, 2) != TT_OK || tt_fork(&ex, 2, app_job, &a) != TT_OK)
-                atomic_fetch_add(&c.bad_rc, 1);
-            if (tt_exec_init(&ex, pool, 2) != TT_OK || tt_external(&ex, app_ext, &c) != TT_OK)
-                atomic_fetch_add(&c.bad_rc, 1);
-            /* the thread is still in its own team afterwards */
-            if (omp_get_thread_num() != me || omp_get_num_threads() != 2 || omp_get_level() != 1)
-                bad_team++;
-        }
-        ck_assert_int_eq(bad_team, 0);
+        ck_assert_int_eq(ttomp_app_calls(pool, &c), 0);
     }
     ck_assert_int_eq(atomic_load(&c.bad_rc), 0);
     ck_assert_int_eq(atomic_load(&c.ext_bad), 0);

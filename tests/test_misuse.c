@@ -12,9 +12,8 @@
  * refusals (nothing consumed), invalid arguments and uninitialised tokens
  * (TT_EINVAL). docs/design/misuse.md lists every case with its test.
  *
- * The tcase "bugs" holds tests of misuses the library should defend
- * against and does not yet (they fail until lib/ is fixed; see the report
- * in docs/design/misuse.md).
+ * The tcase "regressions" holds the misuses these tests found undefended
+ * (all fixed since; docs/design/misuse.md, "Found by these tests").
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -1066,19 +1065,18 @@ START_TEST(lm_entry_while_inside_elsewhere)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
-/* Known gaps (fail until lib/ is fixed)                                     */
+/* Regressions: misuses found undefended, fixed since                        */
 /* ------------------------------------------------------------------------ */
 
 /* A token with team authority handed to a task (a tt_scope_fork child) or
  * minted for the leader (tt_scope_reborrow) used on another thread. The
  * header: "TT_EWRONGTHREAD: a token handed to a task was used on another
  * thread than that task's"; tt_scope_reborrow: "only on the leader's
- * thread". Team entries skip the thread check (token_members is only
- * called for tokens without TT__F_TEAM) and team_section() even makes the
- * calling thread the control block's leader, so the other thread runs a
- * section on the scope's members (here while the owner waits; had the
- * owner issued a command at the same time, two threads would drive one
- * control block). */
+ * thread". (Regression: team entries skipped the thread check and
+ * team_section() made the calling thread the control block's leader, so
+ * the other thread ran a section on the scope's members -- here while the
+ * owner waits; had the owner issued a command at the same time, two
+ * threads would have driven one control block.) */
 typedef struct lm_tt {
     int rc_fork_child[E_COUNT];
     int rc_reborrow[E_COUNT];
@@ -1135,10 +1133,10 @@ END_TEST
 
 /* A second reborrowed child of a parent whose first child is inside an
  * entry: the header says an entry on the parent is TT_EBUSY then, and
- * slots are conserved under the root. Today tt__exec_enter only fails on
- * an ancestor that is itself inside an entry (TT__BUSY_ENTRY), not on one
- * that already counts a descendant inside, so the second child enters with
- * the parent's full budget and the root runs budget + 2 tasks at once. */
+ * slots are conserved under the root. (Regression: tt__exec_enter failed
+ * only on an ancestor itself inside an entry, not on one that already
+ * counted a descendant inside, so the second child entered with the
+ * parent's full budget and the root ran budget + 2 tasks at once.) */
 typedef struct lm_sr {
     tt_exec *root;
     tt_live live;
@@ -1192,10 +1190,9 @@ START_TEST(lm_second_reborrow_while_inside)
 END_TEST
 
 /* tt_team_scope on a parent whose reborrowed child is inside an entry:
- * TT_EBUSY like every other entry. Today the scope first waits for members
- * (up to the acquire timeout, here 1 s) and then refuses with
- * TT_REFUSED_UNAVAILABLE; the busy check (tt__exec_enter) comes after the
- * acquisition. */
+ * TT_EBUSY like every other entry. (Regression: the scope first waited for
+ * members, up to the acquire timeout, and then refused with
+ * TT_REFUSED_UNAVAILABLE; the busy check came after the acquisition.) */
 typedef struct lm_bp {
     tt_pool *pool;
     int rc[2];
@@ -1234,9 +1231,9 @@ START_TEST(lm_team_scope_on_busy_parent)
 END_TEST
 
 /* A fork child of budget 1 that holds a member, used by a team scope on a
- * plain thread: TT_EWRONGTHREAD like the other entries. Today
- * tt_team_scope_with takes its "leader alone" shortcut (budget 1) before
- * it checks the token's members, so the scope runs on the wrong thread. */
+ * plain thread: TT_EWRONGTHREAD like the other entries. (Regression:
+ * tt_team_scope_with took its "leader alone" shortcut for budget 1 before
+ * it checked the token's members, and ran on the wrong thread.) */
 static TT_TEST_UNUSED void lm_b1_job(void *arg, unsigned i, tt_exec *c)
 {
     int *rc = arg;
@@ -1270,9 +1267,9 @@ END_TEST
 
 /* tt_exec_reborrow from an uninitialised (garbage) parent: the header's
  * TT_EINVAL covers "an uninitialised token", and a reborrow of a bad
- * parent leaves the child invalid. Today mint() reads the parent's
- * garbage pool pointer (pool->gen) before the magic is checked: SIGSEGV.
- * Run in a child process, so the crash fails this test only. */
+ * parent leaves the child invalid. (Regression: mint() read the parent's
+ * garbage pool pointer before the magic was checked: SIGSEGV.) Run in a
+ * child process, so that a crash fails this test only. */
 START_TEST(lm_reborrow_of_garbage_token)
 {
     fflush(NULL);
@@ -1339,7 +1336,7 @@ static Suite *misuse_suite(void)
     tcase_add_test(tc, lm_uninitialised_token);
     tcase_add_test(tc, lm_broadcast_refusals);
 
-    tc = tt_tcase(s, "bugs", 30);
+    tc = tt_tcase(s, "regressions", 30);
     tcase_add_test(tc, lm_team_token_wrong_thread);
     tcase_add_test(tc, lm_second_reborrow_while_inside);
     tcase_add_test(tc, lm_team_scope_on_busy_parent);
