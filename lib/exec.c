@@ -540,10 +540,8 @@ typedef struct range_entry {
 static void range_body(entry *e, const task *t)
 {
     range_entry *r = (range_entry *)e;
-    size_t base = r->len / r->ntasks, rem = r->len % r->ntasks;
-    size_t j = t->index;
-    size_t begin = j * base + (j < rem ? j : rem);
-    size_t end = begin + base + (j < rem ? 1 : 0);
+    size_t begin, end;
+    tt__range_of(r->len, r->ntasks, t->index, &begin, &end);
     tt__ledger_enter(e->ledger, 1);
     r->body(r->arg, begin, end);
     tt__ledger_leave(e->ledger, 1);
@@ -571,10 +569,7 @@ int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void 
         tt__exec_leave(x);
         return TT_OK;
     }
-    size_t chunks = len / grain;
-    if (chunks == 0)
-        chunks = 1;
-    unsigned ntasks = chunks < x->budget ? (unsigned)chunks : x->budget;
+    unsigned ntasks = tt__range_tasks(len, grain, x->budget);
     range_entry r = {
         .e = {.body = range_body, .pool = x->pool, .ledger = x->ledger},
         .body = body, .arg = arg, .len = len, .ntasks = ntasks,

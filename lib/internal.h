@@ -401,6 +401,24 @@ int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body,
 int tt__team_broadcast(tt__exec *x, tt_bcast_fn fn, void *arg);
 void tt__team_token_end(tt__exec *x);
 
+/* tt_for_ranges' split, shared by the pooled and the team paths: at most
+ * `budget` ranges of at least `grain` (one range when len < grain), and
+ * range j of n, contiguous, sizes differing by at most one. */
+static inline unsigned tt__range_tasks(size_t len, size_t grain, unsigned budget)
+{
+    size_t chunks = len / grain;
+    if (chunks == 0)
+        chunks = 1;
+    return chunks < budget ? (unsigned)chunks : budget;
+}
+
+static inline void tt__range_of(size_t len, unsigned n, size_t j, size_t *begin, size_t *end)
+{
+    size_t base = len / n, rem = len % n;
+    *begin = j * base + (j < rem ? j : rem);
+    *end = *begin + base + (j < rem ? 1 : 0);
+}
+
 /* Kinds of token for the cost model. */
 enum tt__cost_kind {
     TT__KIND_SERIAL = 0, /* runs inline: no dispatch cost                  */

@@ -573,7 +573,12 @@ int tt_team_scope(tt_exec *ex, tt_scope_fn fn, void *arg)
     return tt_team_scope_with(ex, NULL, fn, arg);
 }
 
-static int team_scope_carried(tt__exec *x, tt_scope_fn fn, void *arg)
+/* Run `op` on the scope a token with team authority carries: consume the
+ * token, lead the control block from this thread for the call, and give the
+ * token's slot up while the scope's participants count theirs. */
+typedef int (*carried_op)(tt_scope *view, void *ctx);
+
+static int with_carried_scope(tt__exec *x, carried_op op, void *ctx)
 {
     tt__ctl *c = x->team;
     int rc = tt__exec_enter(x);
@@ -583,11 +588,44 @@ static int team_scope_carried(tt__exec *x, tt_scope_fn fn, void *arg)
     c->leader = pthread_self();
     tt_scope view = {.c = c, .size = x->budget, .ledger = x->ledger};
     tt__exec_suspend(x);
-    fn(arg, &view);
+    rc = op(&view, ctx);
     tt__exec_resume(x);
     c->leader = prev;
     tt__exec_leave(x);
+    return rc;
+}
+
+typedef struct call_ctx {
+    tt_scope_fn fn;
+    tt_section_fn section;
+    tt_job_fn job;
+    void *arg;
+    unsigned n; /* section width or jobs */
+} call_ctx;
+
+static int op_callback(tt_scope *view, void *ctx)
+{
+    call_ctx *k = ctx;
+    k->fn(k->arg, view);
     return TT_OK;
+}
+
+static int op_section(tt_scope *view, void *ctx)
+{
+    call_ctx *k = ctx;
+    return tt_scope_run_with(view, k->n, k->section, k->arg);
+}
+
+static int op_fork(tt_scope *view, void *ctx)
+{
+    call_ctx *k = ctx;
+    return tt_scope_fork(view, k->n, k->job, k->arg);
+}
+
+static int team_scope_carried(tt__exec *x, tt_scope_fn fn, void *arg)
+{
+    call_ctx k = {.fn = fn, .arg = arg};
+    return with_carried_scope(x, op_callback, &k);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -604,10 +642,8 @@ typedef struct team_ranges {
 static void ranges_section(void *arg, tt_section *s)
 {
     team_ranges *r = arg;
-    size_t base = r->len / r->ntasks, rem = r->len % r->ntasks;
-    size_t j = s->rank;
-    size_t begin = j * base + (j < rem ? j : rem);
-    size_t end = begin + base + (j < rem ? 1 : 0);
+    size_t begin, end;
+    tt__range_of(r->len, r->ntasks, s->rank, &begin, &end);
     r->body(r->arg, begin, end);
 }
 
@@ -625,19 +661,8 @@ static void bcast_section(void *arg, tt_section *s)
 /* Run one section of `width` on the token's control block. */
 static int team_section(tt__exec *x, unsigned width, tt_section_fn fn, void *arg)
 {
-    tt__ctl *c = x->team;
-    int rc = tt__exec_enter(x);
-    if (rc)
-        return rc;
-    pthread_t prev = c->leader;
-    c->leader = pthread_self();
-    tt_scope view = {.c = c, .size = x->budget, .ledger = x->ledger};
-    tt__exec_suspend(x);
-    rc = tt_scope_run_with(&view, width, fn, arg);
-    tt__exec_resume(x);
-    c->leader = prev;
-    tt__exec_leave(x);
-    return rc;
+    call_ctx k = {.section = fn, .arg = arg, .n = width};
+    return with_carried_scope(x, op_section, &k);
 }
 
 int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg)
@@ -649,10 +674,7 @@ int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body,
         tt__exec_leave(x);
         return TT_OK;
     }
-    size_t chunks = len / grain;
-    if (chunks == 0)
-        chunks = 1;
-    unsigned ntasks = chunks < x->budget ? (unsigned)chunks : x->budget;
+    unsigned ntasks = tt__range_tasks(len, grain, x->budget);
     team_ranges r = {.body = body, .arg = arg, .len = len, .ntasks = ntasks};
     return team_section(x, ntasks, ranges_section, &r);
 }
@@ -665,19 +687,8 @@ int tt__team_broadcast(tt__exec *x, tt_bcast_fn fn, void *arg)
 
 int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg)
 {
-    tt__ctl *c = x->team;
-    int rc = tt__exec_enter(x);
-    if (rc)
-        return rc;
-    pthread_t prev = c->leader;
-    c->leader = pthread_self();
-    tt_scope view = {.c = c, .size = x->budget, .ledger = x->ledger};
-    tt__exec_suspend(x);
-    rc = tt_scope_fork(&view, jobs, job, arg);
-    tt__exec_resume(x);
-    c->leader = prev;
-    tt__exec_leave(x);
-    return rc;
+    call_ctx k = {.job = job, .arg = arg, .n = jobs};
+    return with_carried_scope(x, op_fork, &k);
 }
 
 /* ------------------------------------------------------------------------ */
