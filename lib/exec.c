@@ -503,10 +503,9 @@ int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
     if (ntasks == 1 || !x->pool || !x->pool->crew) {
         /* Lazy and inline: one task (or no crew) runs on the caller with the
          * token's members, and no scheduler call is made. */
-        placement none = pl;
-        task t = {.e = &f.e, .index = 0, .off = pl.off, .cnt = pl.cnt, .share = budget};
-        f.e.gang = none.gang;
+        f.e.gang = pl.gang;
         if (ntasks == 1) {
+            task t = {.e = &f.e, .index = 0, .off = pl.off, .cnt = pl.cnt, .share = budget};
             fork_body(&f.e, &t);
         } else {
             for (unsigned j = 0; j < ntasks; j++) {
