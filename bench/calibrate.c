@@ -21,7 +21,7 @@
  * the cost. The cost that matters is the one at the break-even point, where
  * a kernel's decision flips: there est / w + D = est, so each task carries
  * D / (w - 1) of work. So every task does that much busy work, found by
- * iteration from empty tasks (at most 6 steps, at most 100 us a task), and
+ * iteration from empty tasks (3 to 8 steps, at most 100 us a task), and
  * the anchor is the median call time minus the time of that work alone on
  * the calling thread. --task-us U fixes the work instead (0: empty tasks).
  *
@@ -417,7 +417,7 @@ int main(int argc, char **argv)
     memset(task_ns, 0, sizeof task_ns);
     memset(iterations, 0, sizeof iterations);
     int team_rc = TT_OK;
-    const unsigned it_reps = reps / 4 > 200 ? reps / 4 : reps;
+    const unsigned it_reps = reps / 2 > 200 ? reps / 2 : reps;
     uint64_t *tmp = calloc(it_reps, sizeof(uint64_t));
     if (!tmp)
         die("calloc", TT_ENOMEM);
@@ -432,7 +432,7 @@ int main(int argc, char **argv)
             }
             size_t u = 0;
             uint64_t alone = 0;
-            for (unsigned it = 0; it < 6; it++) {
+            for (unsigned it = 0; it < 8; it++) {
                 block b = { warmup_ms * 1000000ull, it_reps, tmp, widths[j], u, 0 };
                 int rc = measure(k, &b);
                 if (rc && k == K_TEAM) {
@@ -448,7 +448,10 @@ int main(int argc, char **argv)
                     want = 100000;
                 size_t nu = units_for(want);
                 size_t diff = nu > u ? nu - u : u - nu;
-                bool converged = it > 0 && (diff * 10 <= nu || diff <= units_for(200));
+                bool converged = it > 1 && (diff * 10 <= nu || diff <= units_for(200));
+                fprintf(stderr, "calibrate: %s w=%u step %u: tasks of %llu ns -> D %llu ns\n",
+                        kind_names[k], widths[j], it + 1, (unsigned long long)alone,
+                        (unsigned long long)d);
                 u = nu;
                 alone = task_time(u);
                 measured[k][j] = true;
@@ -507,9 +510,12 @@ int main(int argc, char **argv)
             const uint64_t t = task_ns[k][j] / rounds;
             uint64_t p10 = s[total / 10], p50 = s[total / 2], p90 = s[total * 9 / 10];
             uint64_t d = p50 > t ? p50 - t : 0;
+            char steps[32] = "fixed";
+            if (task_us < 0)
+                snprintf(steps, sizeof steps, "%u steps", iterations[k][j]);
             snprintf(notes[k][j], sizeof notes[k][j],
-                     "w=%u: tasks of %llu ns (%u steps); call p10 %llu, median %llu, p90 %llu ns",
-                     widths[j], (unsigned long long)t, iterations[k][j], (unsigned long long)p10,
+                     "w=%u: tasks of %llu ns (%s); call p10 %llu, median %llu, p90 %llu ns",
+                     widths[j], (unsigned long long)t, steps, (unsigned long long)p10,
                      (unsigned long long)p50, (unsigned long long)p90);
             aw[n] = widths[j];
             ac[n] = d;
