@@ -268,6 +268,12 @@ check-stress: configure-default
 	  if env $(STRESS_ENV) "$(BUILD)/tests/$$t"; then pass=$$(( pass + 1 )); \
 	  else echo "FAIL: $$t"; fail=$$(( fail + 1 )); fi; \
 	done; \
+	if test -f build-ledger/Makefile; then \
+	  $(MAKE) -s -C build-ledger/tests -j$(JOBS) stress-programs >/dev/null && \
+	  echo "==> build-ledger/tests/stress (ledger checks on)" && \
+	  if env $(STRESS_ENV) build-ledger/tests/stress --iters 2000; then pass=$$(( pass + 1 )); \
+	  else echo "FAIL: stress (ledger)"; fail=$$(( fail + 1 )); fi; \
+	fi; \
 	echo "check-stress: $$pass passed, $$fail failed"; \
 	test "$$fail" -eq 0
 
