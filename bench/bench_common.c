@@ -85,7 +85,7 @@ uint64_t bc_iters_for_us(double us)
 {
     bc_calibrate();
     double n = us * iters_per_us;
-    return n < 1 ? 1 : (uint64_t)(n + 0.5);
+    return n < 0.5 ? 0 : (uint64_t)(n + 0.5);
 }
 
 void bc_sleep_us(double us)
@@ -180,7 +180,7 @@ const char bc_usage_options[] =
     "  --load K:P       K child processes, each busy P %% of every 10 ms, for the run\n"
     "  --csv FILE       append one row per repetition to FILE\n"
     "  --label TEXT     label of the CSV rows (e.g. main-4c73c2b)\n"
-    "  --work LIST      sections: work per section in us (default 5,20,50)\n"
+    "  --work LIST      sections: work per section in us (default 0,5,20,50; 0 = empty)\n"
     "  --gaps LIST      gaps: the caller's sleep between calls in us (default 0,100,1000,10000)\n"
     "  --max-seconds S  stop a configuration's repetitions after S seconds, once it has 3\n"
     "                   (default 5; 0: no cap)\n"
@@ -340,10 +340,13 @@ void bc_parse(int argc, char **argv, const char *system, const char *usage, bc_o
             o->widths[o->nwidths++] = three_q;
     }
     if (o->nwork == 0) {
-        o->work[0] = 5;
-        o->work[1] = 20;
-        o->work[2] = 50;
-        o->nwork = 3;
+        /* 0: empty sections, the dispatch alone (EPCC style); 5, 20 and
+         * 50 us are the scenario's sections. */
+        o->work[0] = 0;
+        o->work[1] = 5;
+        o->work[2] = 20;
+        o->work[3] = 50;
+        o->nwork = 4;
     }
     if (o->ngaps == 0) {
         o->gaps[0] = 0;
@@ -531,7 +534,7 @@ void bc_series_emit(const bc_opts *o, bc_series *s)
 {
     double ovh[BC_MAX_REPS];
     for (unsigned i = 0; i < s->n; i++)
-        ovh[i] = s->sections && s->baseline_us > 0
+        ovh[i] = s->sections && !isnan(s->baseline_us)
                      ? (s->value[i] - s->baseline_us) / (double)s->sections
                      : NAN;
     if (o->csv) {
@@ -561,7 +564,7 @@ void bc_series_emit(const bc_opts *o, bc_series *s)
         memcpy(v, s->value, s->n * sizeof v[0]);
         bc_stats st = bc_stats_of(v, s->n);
         char ov[32] = "";
-        if (s->sections && s->baseline_us > 0) {
+        if (s->sections && !isnan(s->baseline_us)) {
             bc_stats so = bc_stats_of(ovh, s->n);
             fmt_num(ov, sizeof ov, so.median, "%.3f");
         }

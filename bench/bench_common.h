@@ -165,7 +165,7 @@ typedef struct bc_series {
     unsigned width;
     unsigned calls;
     unsigned sections;    /* sections per call, for the overhead (0: none) */
-    double baseline_us;   /* serial sections * work (0: no overhead)      */
+    double baseline_us;   /* serial sections * work (NaN: no overhead)    */
     double value[256];
     bc_waits waits[256];
     unsigned n;
@@ -238,7 +238,9 @@ int bc_main(int argc, char **argv, const bc_driver *d, const char *usage);
 #ifndef LIKWID_PERFMON
 #define LIKWID_PERFMON
 #endif
-#include <likwid-marker.h>
+/* likwid.h: LIKWID 4 defines the marker macros there, LIKWID 5 includes
+ * likwid-marker.h from it; configure checks for likwid.h. */
+#include <likwid.h>
 #define BC_MARKER_INIT() LIKWID_MARKER_INIT
 #define BC_MARKER_START(name) LIKWID_MARKER_START(name)
 #define BC_MARKER_STOP(name) LIKWID_MARKER_STOP(name)

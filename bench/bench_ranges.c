@@ -24,6 +24,8 @@
  *   --reps N       repetitions per round (default 15)
  *   --calls N      calls per repetition (default: as many as take about 2 ms)
  *   --system S     threadteam | libgomp: run one system and print raw lines
+ *   --csv FILE     also append summary rows to FILE in the columns of
+ *                  scripts/bench.sh (scenario "ranges"), labelled --label
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -37,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -49,6 +52,7 @@ typedef struct ropts {
     unsigned nlens;
     unsigned rounds, reps, calls;
     const char *system;
+    const char *csv, *label;
 } ropts;
 
 static double *xs;
@@ -211,6 +215,37 @@ static int spawn_one(const ropts *o, char **argv_child, int sys_slot, const char
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }
 
+/* Summary rows in the columns of scripts/bench.sh (scenario "ranges",
+ * param "len<N>"; the serial loop is threadteam's row of metric "serial"). */
+static void write_csv(const ropts *o, unsigned li, unsigned wi, const bc_stats *st)
+{
+    FILE *f = fopen(o->csv, "a");
+    if (!f) {
+        perror(o->csv);
+        return;
+    }
+    char host[64] = "";
+    const char *eh = getenv("BENCH_HOST");
+    if (eh && *eh)
+        snprintf(host, sizeof host, "%s", eh);
+    else if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "unknown");
+    char *dot = strchr(host, '.');
+    if (dot)
+        *dot = '\0';
+    char date[32];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%MZ", gmtime(&now));
+    static const char *const sys_csv[SYS_N] = {"threadteam", "libgomp", "threadteam"};
+    for (int s = 0; s < SYS_N; s++)
+        if (st[s].n)
+            fprintf(f, "%s,%s,%s,%u,%s,ranges,len%zu,%s,%u,none,,%zu,%.3f,%.3f,%.3f,,,,,\n",
+                    o->label ? o->label : "", date, host, bc_affinity_cpus(), sys_csv[s],
+                    o->lens[li], s == SYS_SERIAL ? "serial" : "call", o->widths[wi], st[s].n,
+                    st[s].median, st[s].p10, st[s].p90);
+    fclose(f);
+}
+
 static unsigned parse_list(const char *s, double *out, unsigned max)
 {
     unsigned n = 0;
@@ -253,12 +288,16 @@ int main(int argc, char **argv)
             o.calls = (unsigned)atoi(v);
         } else if (!strcmp(a, "--system")) {
             o.system = v;
+        } else if (!strcmp(a, "--csv")) {
+            o.csv = v;
+        } else if (!strcmp(a, "--label")) {
+            o.label = v;
         } else {
             fprintf(stderr, "usage: bench_ranges [--widths L] [--lens L] [--rounds N] "
                             "[--reps N] [--calls N] [--system threadteam|libgomp]\n");
             return !strcmp(a, "--help") ? 0 : 2;
         }
-        if (strcmp(a, "--system") && ca < 2 * 8) {
+        if (strcmp(a, "--system") && strcmp(a, "--csv") && strcmp(a, "--label") && ca < 2 * 8) {
             child_argv[ca++] = (char *)a;
             child_argv[ca++] = (char *)v;
         }
@@ -306,6 +345,8 @@ int main(int argc, char **argv)
                    o.lens[li], o.widths[wi], st[SYS_SERIAL].median, st[SYS_TT].median,
                    st[SYS_TT].p10, st[SYS_TT].p90, st[SYS_GOMP].median, st[SYS_GOMP].p10,
                    st[SYS_GOMP].p90, st[SYS_TT].median / st[SYS_GOMP].median);
+            if (o.csv)
+                write_csv(&o, li, wi, st);
         }
     return fails ? 1 : 0;
 }

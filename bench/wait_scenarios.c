@@ -13,7 +13,11 @@
  *   sections  a call is 200 sections of 5, 20 or 50 us, team held;
  *             reports the call and the overhead per section over the serial
  *             time of sections * work (measured in this process before any
- *             thread exists, so the calibration's error cancels)
+ *             thread exists, so the calibration's error cancels); also 200
+ *             empty sections (work 0: the dispatch alone, as EPCC measures
+ *             it), because at 20 and 50 us the jitter of the work itself
+ *             (the slower of the participants, every section) is larger
+ *             than any runtime's dispatch on a KVM guest
  *   gaps      a call is 10 sections of 5 us, team held; the caller sleeps
  *             0 / 100 us / 1 ms / 10 ms before each call; reports the first
  *             section (wake latency: start of the call to the end of the
@@ -50,7 +54,7 @@
  *   --csv FILE       append one row per repetition (scripts/bench.sh
  *                    aggregates them)
  *   --label TEXT     label of the CSV rows
- *   --work LIST      sections: work per section in us (default 5,20,50)
+ *   --work LIST      sections: work per section in us (default 0,5,20,50)
  *   --gaps LIST      gaps: sleeps in us (default 0,100,1000,10000)
  *   --max-seconds S  stop the repetitions of a configuration after S
  *                    seconds once it has 3 (default 5; 0: no cap)

@@ -17,10 +17,10 @@
 #   AB_CSV=FILE  also append the summary rows (labels ab-base-<rev>,
 #                ab-head-<rev>, ab-omp) to FILE, in the columns of bench.sh
 #
-# A revision with configure.ac is built with autotools (autoreconf -fi,
-# ./configure, make, then the bench programs); one without, or whose build
-# has no bench programs, is compiled directly (lib/*.c, then the bench
-# sources of that revision, or of this checkout when it has none).
+# A revision with configure.ac is built with autotools, out of tree
+# (autoreconf -fi, ../configure, make, make bench-programs); one without, or
+# whose build has no bench programs, is compiled directly (lib/*.c, then the
+# bench sources of that revision, or of this checkout when it has none).
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -85,15 +85,19 @@ build_rev() { # side rev -> prints the directory of the programs
     side=$1; rev=$2; w=$dir/$side
     git -C "$top" worktree add --force --detach "$w" "$rev" >/dev/null 2>&1
     if [ -f "$w/configure.ac" ]; then
+        # Out of tree (this project's configure refuses the source tree).
         if (cd "$w" && { [ -x ./autogen.sh ] && ./autogen.sh || autoreconf -fi; } &&
-            ./configure --quiet && make -j"$(nproc)" >/dev/null &&
-            make -C bench wait_scenarios wait_omp_gomp >/dev/null) >"$w/ab-build.log" 2>&1 &&
-            [ -x "$w/bench/wait_scenarios" ]; then
-            echo "$w/bench"
+            mkdir -p _ab_build && cd _ab_build && ../configure --quiet &&
+            make -j"$(nproc)" >/dev/null &&
+            { make bench-programs >/dev/null 2>&1 ||
+              make -C bench wait_scenarios >/dev/null; }) >"$w/ab-build.log" 2>&1 &&
+            [ -x "$w/_ab_build/bench/wait_scenarios" ]; then
+            echo "$w/_ab_build/bench"
             return 0
         fi
         echo "bench-ab.sh: the autotools build of $rev failed or has no bench programs" \
             "(see $w/ab-build.log); compiling directly" >&2
+        [ "${KEEP:-0}" = 1 ] || cp "$w/ab-build.log" "$dir/$side-build.log" 2>/dev/null || true
     fi
     direct_build "$w"
 }
@@ -101,7 +105,7 @@ build_rev() { # side rev -> prints the directory of the programs
 echo "bench-ab.sh: building base $base_sha and head $head_sha in $dir" >&2
 bb=$(build_rev base "$base")
 hb=$(build_rev head "$head")
-find_in() { for p in "$1/$2" "$1/../omp/$2"; do [ -x "$p" ] && { echo "$p"; return; }; done; echo ""; }
+find_in() { for p in "$1/$2" "$1/../omp/$2" "$1/../omp/${2}"; do [ -x "$p" ] && { echo "$p"; return; }; done; echo ""; }
 B_TT=$(find_in "$bb" wait_scenarios)
 H_TT=$(find_in "$hb" wait_scenarios)
 H_OMP=$(find_in "$hb" wait_omp_gomp)

@@ -6,7 +6,7 @@
 #   --csv FILE   default docs/design/waiting-data/<host>.csv, or, when that does
 #                not exist, the newest CSV in docs/design/waiting-data/
 #   --label L    the rows to report (default: the label of the file's last row)
-#   --work W     the `sections` work per section the plot shows (default 20us)
+#   --work W     the `sections` work per section the plot shows (default 5us)
 # The tables and the targets come from scripts/bench.sh --table / --targets, so
 # the terminal output of `make bench` and the committed summary are the same.
 set -eu
@@ -18,7 +18,7 @@ export LC_ALL
 
 label=
 csv=
-work=20us
+work=5us
 while [ $# -gt 0 ]; do
     case $1 in
     --label) label=$2; shift ;;

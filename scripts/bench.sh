@@ -98,7 +98,7 @@ function cell(sys, sc, pa, me, w, ld,   k) {
     return fmt(MED[k]) " [" fmt(P10[k]) ", " fmt(P90[k]) "]"
 }
 function line(a, b, c, d, e, f, g, h, i, j) {
-    printf "| %-8s | %-7s | %-16s | %5s | %-5s | %-37s | %-26s | %-26s | %7s | %7s |\n", a, b, c, d, e, f, g, h, i, j
+    printf "| %-8s | %-10s | %-16s | %5s | %-5s | %-39s | %-26s | %-26s | %7s | %7s |\n", a, b, c, d, e, f, g, h, i, j
 }
 END {
     load_rows()
@@ -106,7 +106,7 @@ END {
     printf "over all repetitions of all rounds; ratios are threadteam / libgomp and threadteam / libomp.\n"
     printf "OpenMP has no pool to acquire: its acquire rows are all its held team.\n\n"
     line("scenario", "param", "metric", "width", "load", "threadteam", "libgomp", "libomp", "tt/gomp", "tt/omp")
-    printf "| -------- | ------- | ---------------- | ----: | ----- | ------------------------------------- | -------------------------- | -------------------------- | ------: | ------: |\n"
+    printf "| -------- | ---------- | ---------------- | ----: | ----- | --------------------------------------- | -------------------------- | -------------------------- | ------: | ------: |\n"
     for (r = 1; r <= nrow; r++) {
         split(ROW[r], k, SUBSEP)
         sc = k[1]; pa = k[2]; me = k[3]; w = k[4]; ld = k[5]
@@ -144,7 +144,12 @@ END {
     for (r = 1; r <= nrow; r++) {
         split(ROW[r], k, SUBSEP); sc = k[1]; pa = k[2]; me = k[3]; w = k[4]; ld = k[5]
         if (ld != "none") continue
-        if (sc == "sections" && me == "call" && (w == all || w == over)) {
+        if (sc == "sections" && me == "call" && pa == "0us" && w == all) {
+            t = ovh("threadteam", sc, pa, me, w, ld); g = ovh("libgomp", sc, pa, me, w, ld); o = ovh("libomp", sc, pa, me, w, ld)
+            if (t != "" && g != "") printf "info empty sections w%s (dispatch alone)          tt %.3f us, libgomp %.3f us, libomp %s us\n", w, t, g, (o == "" ? "-" : sprintf("%.3f", o))
+            continue
+        }
+        if (sc == "sections" && me == "call" && pa != "0us" && (w == all || w == over)) {
             t = ovh("threadteam", sc, pa, me, w, ld); g = ovh("libgomp", sc, pa, me, w, ld); o = ovh("libomp", sc, pa, me, w, ld)
             if (t == "" || g == "") continue
             if (w == all) {
@@ -286,11 +291,13 @@ if [ -z "$label" ]; then
     label=${label:-local}
 fi
 host=${BENCH_HOST:-$(hostname -s 2>/dev/null || hostname)}
+BENCH_HOST=$host
+export BENCH_HOST
 cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
 
 case $pass in
-short) rounds=${rounds:-5}; reps=${reps:-11} ;;
-full) rounds=${rounds:-9}; reps=${reps:-21} ;;
+short) rounds=${rounds:-10}; reps=${reps:-15} ;;
+full) rounds=${rounds:-20}; reps=${reps:-25} ;;
 esac
 
 # The programs: --bindir, then the build tree (the current directory when run
@@ -326,11 +333,19 @@ raw=$tmp/raw.csv
 
 echo "bench.sh: label $label, host $host, $cpus CPUs, load $load, $pass pass: $rounds rounds x $reps reps" >&2
 echo "bench.sh: threadteam $TT | libgomp $GOMP | libomp $LLVM" >&2
-la=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
-echo "bench.sh: load average before the run: $la" >&2
-if awk -v l="$la" -v c="$cpus" 'BEGIN { exit !(l > 0.25 * c) }'; then
-    echo "bench.sh: WARNING: the host is busy (load average $la on $cpus CPUs): the figures include" \
-        "other processes' load; rerun on a quiet host for numbers to commit" >&2
+# How busy the CPUs are right now (other users' processes), over one second.
+busy_now() {
+    a=$(sed -n 's/^cpu  *//p' /proc/stat 2>/dev/null) || return 0
+    sleep 1
+    b=$(sed -n 's/^cpu  *//p' /proc/stat 2>/dev/null) || return 0
+    echo "$a $b" | awk '{ n = NF / 2; for (i = 1; i <= n; i++) { d = $(i + n) - $i; t += d; if (i == 4 || i == 5) idle += d }
+        if (t > 0) printf "%.2f", 1 - idle / t; else print "0" }'
+}
+busy=$(busy_now)
+echo "bench.sh: CPUs busy before the run: ${busy:-?} (load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null))" >&2
+if [ -n "$busy" ] && awk -v b="$busy" 'BEGIN { exit !(b > 0.10) }'; then
+    echo "bench.sh: WARNING: other processes keep the CPUs ${busy} busy: the figures include their load;" \
+        "rerun on a quiet host for numbers to commit" >&2
 fi
 
 start=$(date +%s)
@@ -339,7 +354,8 @@ if [ "$ranges" = 1 ] && [ "$load" = none ]; then
         if [ "$pass" = full ]; then rr="--rounds 5 --reps 21"; else rr="--rounds 3 --reps 9"; fi
         echo "bench.sh: bench_ranges $rr" >&2
         # shellcheck disable=SC2086
-        "$RANGES" $rr ${widths:+--widths "$widths"} || echo "bench.sh: bench_ranges failed" >&2
+        "$RANGES" $rr ${widths:+--widths "$widths"} --csv "$tmp/ranges.csv" --label "$label" ||
+            echo "bench.sh: bench_ranges failed" >&2
         echo
     else
         echo "bench.sh: bench_ranges not built, skipped" >&2
@@ -371,7 +387,7 @@ end=$(date +%s)
 echo "bench.sh: measured in $((end - start)) s" >&2
 
 [ -n "$keep_raw" ] && cp "$raw" "$keep_raw"
-aggregate "$raw" "$label" "$host" "$cpus" > "$tmp/summary.csv"
+{ [ -s "$tmp/ranges.csv" ] && cat "$tmp/ranges.csv"; aggregate "$raw" "$label" "$host" "$cpus"; } > "$tmp/summary.csv"
 if [ -n "$out" ]; then
     mkdir -p "$(dirname "$out")"
     [ -s "$out" ] || echo "$HEADER" > "$out"
