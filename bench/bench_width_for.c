@@ -30,13 +30,8 @@
 #include <unistd.h>
 
 #include "threadteam.h"
+#include "bench_common.h"
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -50,17 +45,6 @@ static uint64_t median(uint64_t *v, size_t n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static unsigned affinity_cpus(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int n = CPU_COUNT(&set);
-        if (n > 0)
-            return (unsigned)n;
-    }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (unsigned)n : 1;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Busy work: a dependent chain of integer operations per unit               */
@@ -90,18 +74,18 @@ static double calibrate_units(void)
 {
     size_t n = 100000;
     for (;;) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bc_now_ns();
         spin_units(n);
-        uint64_t dt = now_ns() - t0;
+        uint64_t dt = bc_now_ns() - t0;
         if (dt >= 2000000)
             break;
         n *= 2;
     }
     uint64_t t[31];
     for (int i = 0; i < 31; i++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bc_now_ns();
         spin_units(n);
-        t[i] = now_ns() - t0;
+        t[i] = bc_now_ns() - t0;
     }
     return (double)median(t, 31) / (double)n;
 }
@@ -121,7 +105,7 @@ typedef struct run {
 static uint64_t one_call(run *r, int mode)
 {
     tt_exec ex;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bc_now_ns();
     int rc;
     if (mode == M_SERIAL) {
         tt_exec_init_serial(&ex);
@@ -135,7 +119,7 @@ static uint64_t one_call(run *r, int mode)
         if (rc == TT_OK)
             rc = tt_for_ranges(&ex, r->units, 1, work_body, NULL);
     }
-    uint64_t t1 = now_ns();
+    uint64_t t1 = bc_now_ns();
     if (rc != TT_OK) {
         fprintf(stderr, "bench_width_for: an entry failed: %s\n", tt_strerror(rc));
         exit(3);
@@ -209,7 +193,7 @@ int main(int argc, char **argv)
     tt_dispatch_costs_format(&dc, TT_HOST_CLASS_COUNT, row, sizeof row);
 
     printf("# bench_width_for: threadteam %s, class %s, %u CPUs, pool width %u\n",
-           TT_VERSION_STRING, tt_host_class_name(tt_host_class_detect()), affinity_cpus(),
+           TT_VERSION_STRING, tt_host_class_name(tt_host_class_detect()), bc_affinity_cpus(),
            width);
     printf("# busy work: %.3f ns per unit; dispatch costs in force (%s):\n", ns_per_unit,
            from_file ? TT_DISPATCH_COSTS_ENV : "built-in row");
@@ -255,8 +239,8 @@ int main(int argc, char **argv)
         for (unsigned rd = 0; rd < rounds; rd++) {
             for (int j = 0; j < M_COUNT; j++) {
                 int m = (int)((rd + (unsigned)j) % M_COUNT);
-                uint64_t warm_end = now_ns() + 3000000;
-                for (int w = 0; w < 3 || now_ns() < warm_end; w++)
+                uint64_t warm_end = bc_now_ns() + 3000000;
+                for (int w = 0; w < 3 || bc_now_ns() < warm_end; w++)
                     one_call(&r, m);
                 size_t n = reps * (rd + 1) / rounds - reps * rd / rounds;
                 for (size_t i = 0; i < n; i++) {

@@ -45,18 +45,13 @@
 #include <unistd.h>
 
 #include "threadteam.h"
+#include "bench_common.h"
 
 enum { K_TEAM = 0, K_IN_POOL, K_OUTSIDE, K_COUNT };
 static const char *const kind_names[K_COUNT] = { "team", "in_pool", "outside" };
 
 #define MAX_WIDTHS TT_WIDTH_COSTS_MAX_ANCHORS
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -70,17 +65,6 @@ static uint64_t median(uint64_t *v, size_t n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static unsigned affinity_cpus(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int n = CPU_COUNT(&set);
-        if (n > 0)
-            return (unsigned)n;
-    }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (unsigned)n : 1;
-}
 
 static void die(const char *what, int rc)
 {
@@ -111,17 +95,17 @@ static void calibrate_units(void)
 {
     size_t n = 100000;
     for (;;) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bc_now_ns();
         spin_units(n);
-        if (now_ns() - t0 >= 2000000)
+        if (bc_now_ns() - t0 >= 2000000)
             break;
         n *= 2;
     }
     uint64_t t[21];
     for (int i = 0; i < 21; i++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bc_now_ns();
         spin_units(n);
-        t[i] = now_ns() - t0;
+        t[i] = bc_now_ns() - t0;
     }
     ns_per_unit = (double)median(t, 21) / (double)n;
 }
@@ -133,9 +117,9 @@ static uint64_t task_time(size_t units)
         return 0;
     uint64_t t[51];
     for (int i = 0; i < 51; i++) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bc_now_ns();
         spin_units(units);
-        t[i] = now_ns() - t0;
+        t[i] = bc_now_ns() - t0;
     }
     return median(t, 51);
 }
@@ -170,15 +154,15 @@ static void work_section(void *arg, tt_section *s)
  * of the call). */
 static int measure_outside(tt_pool *pool, block *b)
 {
-    uint64_t end = now_ns() + b->warmup_ns;
+    uint64_t end = bc_now_ns() + b->warmup_ns;
     bool warm = false;
     for (unsigned k = 0; k < b->reps;) {
         tt_exec ex;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bc_now_ns();
         int rc = tt_exec_init(&ex, pool, b->width);
         if (rc == TT_OK)
             rc = tt_for_ranges(&ex, b->width, 1, work_range, b);
-        uint64_t t1 = now_ns();
+        uint64_t t1 = bc_now_ns();
         if (rc)
             return rc;
         if (warm)
@@ -199,14 +183,14 @@ static void in_pool_job(void *arg, unsigned i, tt_exec *child)
         b->rc = TT_EINVAL;
         return;
     }
-    uint64_t end = now_ns() + b->warmup_ns;
+    uint64_t end = bc_now_ns() + b->warmup_ns;
     bool warm = false;
     for (unsigned k = 0; k < b->reps;) {
         tt_exec c;
         tt_exec_reborrow(child, &c);
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bc_now_ns();
         int rc = tt_for_ranges(&c, b->width, 1, work_range, b);
-        uint64_t t1 = now_ns();
+        uint64_t t1 = bc_now_ns();
         if (rc) {
             b->rc = rc;
             return;
@@ -240,12 +224,12 @@ static void team_fn(void *arg, tt_scope *scope)
         b->rc = TT_REFUSED_UNAVAILABLE;
         return;
     }
-    uint64_t end = now_ns() + b->warmup_ns;
+    uint64_t end = bc_now_ns() + b->warmup_ns;
     bool warm = false;
     for (unsigned k = 0; k < b->reps;) {
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bc_now_ns();
         int rc = tt_scope_run_with(scope, b->width, work_section, b);
-        uint64_t t1 = now_ns();
+        uint64_t t1 = bc_now_ns();
         if (rc) {
             b->rc = rc;
             return;
@@ -370,7 +354,7 @@ int main(int argc, char **argv)
                         "1e6\n");
         return 2;
     }
-    const unsigned cpus = affinity_cpus();
+    const unsigned cpus = bc_affinity_cpus();
     bool oversubscribed_default = false;
     if (nw == 0) {
         static const unsigned ladder[] = { 2,  3,  4,  6,   8,   12,  16,  24,
