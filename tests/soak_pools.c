@@ -35,6 +35,8 @@
 #endif
 #include <threadteam.h>
 
+#include "tt_proc.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <malloc.h>
@@ -73,19 +75,7 @@ static void fail(const char *fmt, ...)
     va_end(ap);
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
-static void sleep_us(unsigned us)
-{
-    struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
 
 static uint64_t rnd(uint64_t *s)
 {
@@ -95,39 +85,18 @@ static uint64_t rnd(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static int count_threads(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
-}
 
 /* The count once it is at most `most` (exited threads leave /proc a moment
  * after their join), or what it is after 200 ms. */
 static int threads_at_most(int most)
 {
-    uint64_t end = now_ns() + 200000000ull;
+    uint64_t end = tt_proc_now_ns() + 200000000ull;
     int c;
-    while ((c = count_threads()) > most && now_ns() < end)
-        sleep_us(200);
+    while ((c = tt_proc_count_threads()) > most && tt_proc_now_ns() < end)
+        tt_proc_sleep_us(200);
     return c;
 }
 
-static unsigned cpus(void)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        return (unsigned)CPU_COUNT(&set);
-    return 1;
-}
 
 static long rss_kb(void)
 {
@@ -305,7 +274,7 @@ static void *monitor_main(void *arg)
 {
     (void)arg;
     while (!atomic_load(&mon_stop)) {
-        int n = count_threads();
+        int n = tt_proc_count_threads();
         int m = atomic_load(&mon_peak);
         while (n > m && !atomic_compare_exchange_weak(&mon_peak, &m, n))
             ;
@@ -315,7 +284,7 @@ static void *monitor_main(void *arg)
             while (n > o && !atomic_compare_exchange_weak(&mon_over, &o, n))
                 ;
         }
-        sleep_us(1000);
+        tt_proc_sleep_us(1000);
     }
     return NULL;
 }
@@ -338,7 +307,7 @@ static void note_width(unsigned w)
 static unsigned cap_now(void)
 {
     pthread_mutex_lock(&widest_lock);
-    unsigned c = cpus() > widest ? cpus() : widest;
+    unsigned c = tt_proc_cpus() > widest ? tt_proc_cpus() : widest;
     pthread_mutex_unlock(&widest_lock);
     return c;
 }
@@ -393,13 +362,13 @@ static void phase_default(long n, int base)
     unsigned W = opt.max_width;
     /* While one thread runs: base + cap + a fresh crew (and its probes). */
     note_width(W > 1 ? 2 : 1);
-    atomic_store(&mon_bound, base + (int)(cpus() > W ? cpus() : W) + 2 * (int)W);
+    atomic_store(&mon_bound, base + (int)(tt_proc_cpus() > W ? tt_proc_cpus() : W) + 2 * (int)W);
     worker w0 = {.index = 0, .iters = single, .check_each = true, .base = base};
     default_worker(&w0);
     /* K threads at once: each may hold a live crew and start a fresh one. */
     unsigned k = opt.threads;
     atomic_store(&mon_bound,
-                 base + (int)k + (int)(cpus() > W ? cpus() : W) + 3 * (int)k * (int)W);
+                 base + (int)k + (int)(tt_proc_cpus() > W ? tt_proc_cpus() : W) + 3 * (int)k * (int)W);
     worker ws[16];
     pthread_t th[16];
     if (k > 16)
@@ -425,7 +394,7 @@ static void phase_default(long n, int base)
 
 static void phase_dedicated(long n)
 {
-    int base = count_threads();
+    int base = tt_proc_count_threads();
     long want_dtors = 0;
     static const int kinds[] = {K_NAMED, K_ONSTART, K_STACK};
     atomic_store(&mon_bound, base + 2 * (int)opt.max_width);
@@ -439,7 +408,7 @@ static void phase_dedicated(long n)
         if (kind == K_ONSTART && got > 1)
             want_dtors += got;
         use_pool(p);
-        int alive = count_threads();
+        int alive = tt_proc_count_threads();
         int rc = tt_pool_destroy(p);
         if (rc != TT_OK)
             fail("tt_pool_destroy (dedicated): %s", tt_status_name(rc));
@@ -500,7 +469,7 @@ int main(int argc, char **argv)
         opt.ndedicated /= 20;
     }
     if (opt.max_width == 0)
-        opt.max_width = cpus() > 4 ? cpus() : 4;
+        opt.max_width = tt_proc_cpus() > 4 ? tt_proc_cpus() : 4;
     if (opt.max_width > 64)
         opt.max_width = 64;
     if (opt.threads == 0)
@@ -509,8 +478,8 @@ int main(int argc, char **argv)
 
     pthread_t mon;
     pthread_create(&mon, NULL, monitor_main, NULL);
-    int base = count_threads(); /* this thread and the monitor */
-    uint64_t t0 = now_ns();
+    int base = tt_proc_count_threads(); /* this thread and the monitor */
+    uint64_t t0 = tt_proc_now_ns();
     long rss0 = rss_kb(), heap0 = heap_kb();
 
     /* Warm-up: every width once, default and dedicated, so the cache, the
@@ -535,12 +504,12 @@ int main(int argc, char **argv)
     }
     phase_default(warm, base);
     long rss1 = rss_kb(), heap1 = heap_kb();
-    uint64_t t1 = now_ns();
+    uint64_t t1 = tt_proc_now_ns();
     phase_default(opt.ndefault - warm, base);
-    uint64_t t2 = now_ns();
+    uint64_t t2 = tt_proc_now_ns();
     long rss2 = rss_kb(), heap2 = heap_kb();
     phase_dedicated(opt.ndedicated);
-    uint64_t t3 = now_ns();
+    uint64_t t3 = tt_proc_now_ns();
     long rss3 = rss_kb(), heap3 = heap_kb();
 
     atomic_store(&mon_stop, 1);
@@ -562,7 +531,7 @@ int main(int argc, char **argv)
     if (judge_memory && heap1 >= 0 && dheap > opt.heap_slack_kb)
         fail("heap in use grew by %ld KiB after the warm-up (slack %ld KiB)", dheap,
              opt.heap_slack_kb);
-    double el = (double)(now_ns() - t0) / 1e9;
+    double el = (double)(tt_proc_now_ns() - t0) / 1e9;
     printf("soak_pools: %s: %ld default pools (%.1f us each), %ld dedicated pools (%.1f us each), "
            "callers 1 and %u, widths 1..%u, peak threads %d (base %d, cache cap %u), "
            "RSS %ld -> %ld -> %ld -> %ld KiB (after warm-up %+ld), heap %ld -> %ld -> %ld -> %ld "

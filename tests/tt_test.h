@@ -38,6 +38,8 @@
 #define TT_TEST_H
 
 #include <check.h>
+
+#include "tt_proc.h"
 #include <threadteam.h>
 
 #include <dirent.h>
@@ -445,19 +447,7 @@ static inline void tt_free_pool(tt_pool *p)
 /* ------------------------------------------------------------------------ */
 
 /* Threads of this process now (-1 when /proc is not there). */
-static inline int tt_count_threads(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
-}
+static inline int tt_count_threads(void) { return tt_proc_count_threads(); }
 
 /* The name (comm) of thread `tid` into buf; false when it is gone. */
 static inline bool tt_thread_comm(pid_t tid, char *buf, size_t len)
