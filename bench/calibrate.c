@@ -150,18 +150,17 @@ static void work_section(void *arg, tt_section *s)
     spin_units(((const block *)arg)->units);
 }
 
-/* outside: a plain thread, a root token minted per call (minting is part
- * of the call). */
-static int measure_outside(tt_pool *pool, block *b)
+/* Time b->reps calls of `once` after b->warmup_ns of untimed ones, into
+ * b->out. The same loop serves the three kinds; `once` is one call. */
+typedef int (*once_fn)(void *ctx, block *b);
+
+static int timed_reps(block *b, once_fn once, void *ctx)
 {
     uint64_t end = bc_now_ns() + b->warmup_ns;
     bool warm = false;
     for (unsigned k = 0; k < b->reps;) {
-        tt_exec ex;
         uint64_t t0 = bc_now_ns();
-        int rc = tt_exec_init(&ex, pool, b->width);
-        if (rc == TT_OK)
-            rc = tt_for_ranges(&ex, b->width, 1, work_range, b);
+        int rc = once(ctx, b);
         uint64_t t1 = bc_now_ns();
         if (rc)
             return rc;
@@ -173,7 +172,28 @@ static int measure_outside(tt_pool *pool, block *b)
     return TT_OK;
 }
 
+/* outside: a plain thread, a root token minted per call (minting is part
+ * of the call). */
+static int outside_once(void *ctx, block *b)
+{
+    tt_exec ex;
+    int rc = tt_exec_init(&ex, ctx, b->width);
+    return rc ? rc : tt_for_ranges(&ex, b->width, 1, work_range, b);
+}
+
+static int measure_outside(tt_pool *pool, block *b)
+{
+    return timed_reps(b, outside_once, pool);
+}
+
 /* in_pool: job 0 of a two-job fork loops nested entries on its child. */
+static int in_pool_once(void *ctx, block *b)
+{
+    tt_exec c;
+    tt_exec_reborrow(ctx, &c);
+    return tt_for_ranges(&c, b->width, 1, work_range, b);
+}
+
 static void in_pool_job(void *arg, unsigned i, tt_exec *child)
 {
     block *b = arg;
@@ -183,24 +203,7 @@ static void in_pool_job(void *arg, unsigned i, tt_exec *child)
         b->rc = TT_EINVAL;
         return;
     }
-    uint64_t end = bc_now_ns() + b->warmup_ns;
-    bool warm = false;
-    for (unsigned k = 0; k < b->reps;) {
-        tt_exec c;
-        tt_exec_reborrow(child, &c);
-        uint64_t t0 = bc_now_ns();
-        int rc = tt_for_ranges(&c, b->width, 1, work_range, b);
-        uint64_t t1 = bc_now_ns();
-        if (rc) {
-            b->rc = rc;
-            return;
-        }
-        if (warm)
-            b->out[k++] = t1 - t0;
-        else
-            warm = t1 >= end;
-    }
-    b->rc = TT_OK;
+    b->rc = timed_reps(b, in_pool_once, child);
 }
 
 static int measure_in_pool(tt_pool *pool, block *b)
@@ -217,6 +220,11 @@ static int measure_in_pool(tt_pool *pool, block *b)
 }
 
 /* team: the leader of a held scope runs sections of width w. */
+static int team_once(void *ctx, block *b)
+{
+    return tt_scope_run_with(ctx, b->width, work_section, b);
+}
+
 static void team_fn(void *arg, tt_scope *scope)
 {
     block *b = arg;
@@ -224,22 +232,7 @@ static void team_fn(void *arg, tt_scope *scope)
         b->rc = TT_REFUSED_UNAVAILABLE;
         return;
     }
-    uint64_t end = bc_now_ns() + b->warmup_ns;
-    bool warm = false;
-    for (unsigned k = 0; k < b->reps;) {
-        uint64_t t0 = bc_now_ns();
-        int rc = tt_scope_run_with(scope, b->width, work_section, b);
-        uint64_t t1 = bc_now_ns();
-        if (rc) {
-            b->rc = rc;
-            return;
-        }
-        if (warm)
-            b->out[k++] = t1 - t0;
-        else
-            warm = t1 >= end;
-    }
-    b->rc = TT_OK;
+    b->rc = timed_reps(b, team_once, scope);
 }
 
 static int measure_team(tt_pool *pool, block *b)
