@@ -381,13 +381,22 @@ END_TEST
 /* A job copies its child token; a scope leader copies a scope-reborrowed
  * token; a leader copies its team token (finishing the copy keeps the
  * leader role held). */
+/* Counts into its own counter, not lm_ran: the sibling job checks lm_ran
+ * for "ran nothing" at the same time. */
+static void lm_count_range(void *arg, size_t b, size_t e)
+{
+    atomic_fetch_add((_Atomic long *)arg, (long)(e - b));
+}
+
 static void lm_copy_child_job(void *arg, unsigned i, tt_exec *c)
 {
     (void)arg;
     (void)i;
     tt_exec copy = *c;
     lm_all_entries_refuse(&copy, TT_ECOPY, "copy of a fork child");
-    TT_CHECK(tt_for_ranges(c, 4, 1, lm_range, NULL) == TT_OK, "the child itself");
+    _Atomic long n = 0;
+    TT_CHECK(tt_for_ranges(c, 4, 1, lm_count_range, (void *)&n) == TT_OK, "the child itself");
+    TT_CHECK(atomic_load(&n) == 4, "the child itself covered %ld of 4 indices", atomic_load(&n));
 }
 
 static void lm_copy_scope(void *arg, tt_scope *s)
