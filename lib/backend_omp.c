@@ -1,13 +1,13 @@
 /*
- * backend_omp.c -- the OpenMP backend: one `omp parallel` region of fixed
- * width, opened once on a private host thread and held for the life of the
- * crew. This is the only file that includes omp.h.
+ * backend_omp.c -- the OpenMP backend. This is the only file that includes
+ * omp.h.
  *
- * Why a private host thread: a region opened by the application's thread
- * would use (and resize) that thread's libgomp thread pool and ICVs. A new
- * pthread gets a pool of its own, and the region on it is a non-nested one,
- * so libgomp keeps its threads for the whole life of the region. The region
- * is never reopened with another width: libgomp would end or start threads.
+ * Two kinds of region: a root's region on the calling thread's own team
+ * (omp_region, see host_team.c for why), opened per root at the pool's
+ * width; and a private crew's region, opened once on a private host thread
+ * and held for the life of the crew (omp_start). A new pthread gets a
+ * libgomp thread pool of its own, and the region on it is a non-nested one,
+ * so libgomp keeps its threads for the whole life of the region.
  */
 #include "internal.h"
 #include "wait.h"
@@ -83,6 +83,62 @@ static void omp_join(tt__crew *c)
         omp_wait_gone(c->members[k].tid);
 }
 
+static unsigned omp_region(unsigned width, tt__region_fn fn, void *ctx)
+{
+    /* Dynamic adjustment off for this region only (the application's ICV is
+     * put back after): libgomp then forms exactly `width` threads unless a
+     * thread limit or max-active-levels forbids it, and the caller checks
+     * the team it got. The caller's nthreads-var is not touched: the
+     * num_threads clause overrides it for this region alone. */
+    int dyn = omp_get_dynamic();
+    if (dyn)
+        omp_set_dynamic(0);
+    unsigned got = 0;
+#pragma omp parallel num_threads(width)
+    {
+        unsigned n = (unsigned)omp_get_num_threads();
+        unsigned k = (unsigned)omp_get_thread_num();
+        if (k == 0)
+            got = n;
+        fn(ctx, k, n);
+    }
+    if (dyn)
+        omp_set_dynamic(dyn);
+    return got;
+}
+
+static void omp_confine(void) { omp_set_num_threads(1); }
+
+static bool omp_in_parallel_any(void) { return omp_get_level() > 0; }
+
+static unsigned omp_max_threads(void)
+{
+    int n = omp_get_max_threads();
+    return n > 0 ? (unsigned)n : 1u;
+}
+
+static bool omp_places_cpus(cpu_set_t *set)
+{
+    int np = omp_get_num_places();
+    if (np <= 0)
+        return false;
+    CPU_ZERO(set);
+    bool any = false;
+    for (int p = 0; p < np; p++) {
+        int n = omp_get_place_num_procs(p);
+        if (n <= 0)
+            continue;
+        int ids[n];
+        omp_get_place_proc_ids(p, ids);
+        for (int i = 0; i < n; i++)
+            if (ids[i] >= 0 && ids[i] < CPU_SETSIZE) {
+                CPU_SET(ids[i], set);
+                any = true;
+            }
+    }
+    return any;
+}
+
 static int omp_level1_thread_num(void)
 {
     if (omp_get_level() < 1)
@@ -90,17 +146,19 @@ static int omp_level1_thread_num(void)
     return omp_get_ancestor_thread_num(1);
 }
 
-/* Let the calling thread open one nested region of exactly `width`
- * threads. These are the calling task's own ICVs (data-environment scope
- * since OpenMP 5.0), so nothing outside this call sees them. */
-static void omp_external_enter(unsigned width, int saved[4])
+/* Let the calling thread open one region of exactly `width` threads:
+ * nested inside a member, or its own top-level region (a full-width root
+ * on a plain thread). These are the calling task's own ICVs
+ * (data-environment scope since OpenMP 5.0), so nothing outside this call
+ * sees them. */
+static void omp_external_enter(unsigned width, bool nested, int saved[4])
 {
     saved[0] = omp_get_max_active_levels();
     saved[1] = omp_get_max_threads();
     saved[2] = omp_get_dynamic();
     omp_set_dynamic(0);
     omp_set_num_threads((int)width);
-    if (width > 1) {
+    if (width > 1 && nested) {
         int need = omp_get_active_level() + 1;
         if (saved[0] < need)
             omp_set_max_active_levels(need);
@@ -125,6 +183,11 @@ const tt__backend tt__backend_omp = {
     .start = omp_start,
     .join = omp_join,
     .level1_thread_num = omp_level1_thread_num,
+    .in_parallel = omp_in_parallel_any,
+    .confine = omp_confine,
+    .max_threads = omp_max_threads,
+    .region = omp_region,
+    .places_cpus = omp_places_cpus,
     .external_enter = omp_external_enter,
     .external_leave = omp_external_leave,
     .thread_limit = omp_thread_limit,

@@ -16,9 +16,25 @@ static void serial_join(tt__crew *c) { (void)c; }
 
 static int serial_level1_thread_num(void) { return -1; }
 
-static void serial_external_enter(unsigned width, int saved[4])
+static bool serial_in_parallel(void) { return false; }
+static void serial_confine(void) {}
+static unsigned serial_max_threads(void) { return 1; }
+static unsigned serial_region(unsigned width, tt__region_fn fn, void *ctx)
 {
     (void)width;
+    fn(ctx, 0, 1);
+    return 1;
+}
+static bool serial_places_cpus(cpu_set_t *set)
+{
+    (void)set;
+    return false;
+}
+
+static void serial_external_enter(unsigned width, bool nested, int saved[4])
+{
+    (void)width;
+    (void)nested;
     (void)saved;
 }
 
@@ -31,6 +47,11 @@ const tt__backend tt__backend_serial = {
     .start = serial_start,
     .join = serial_join,
     .level1_thread_num = serial_level1_thread_num,
+    .in_parallel = serial_in_parallel,
+    .confine = serial_confine,
+    .max_threads = serial_max_threads,
+    .region = serial_region,
+    .places_cpus = serial_places_cpus,
     .external_enter = serial_external_enter,
     .external_leave = serial_external_leave,
     .thread_limit = serial_thread_limit,

@@ -416,7 +416,7 @@ uint64_t tt_scope_dispatch_cost(const tt_scope *scope, unsigned width)
     tt_scope_reborrow((tt_scope *)scope, &probe);
     const tt__exec *x = tt__cx(&probe);
     if (atomic_load_explicit(&x->magic, memory_order_relaxed) != TT__MAGIC_LIVE || !x->pool ||
-        !x->pool->crew)
+        x->pool->width <= 1)
         return UINT64_MAX;
     if (width > x->budget)
         width = x->budget;

@@ -269,25 +269,33 @@ bool tt_carries_team(const tt_exec *ex)
 /* Placement: which members an entry may use                                 */
 /* ------------------------------------------------------------------------ */
 
+/* Where an entry's tasks run. */
+enum route {
+    ROUTE_GANG,    /* the token's gang part, or a member's nested root     */
+    ROUTE_REGION,  /* a region on the calling thread's own team            */
+    ROUTE_PRIVATE  /* the pool's private crew; the caller waits            */
+};
+
 typedef struct placement {
-    const uint32_t *gang; /* members, or NULL                           */
-    uint32_t off, cnt;    /* gang[off, off + cnt)                       */
-    int self;             /* caller's member index, or -1 (plain)       */
-    unsigned acquired;    /* members taken from the pool for this entry */
-    uint32_t *own;        /* where the taken indices are                */
+    const uint32_t *gang; /* member indices in `crew`, or NULL             */
+    uint32_t off, cnt;    /* gang[off, off + cnt)                          */
+    int self;             /* caller's member index in `crew`, or -1        */
+    tt__crew *crew;       /* the crew the member indices name              */
+    enum route route;
+    unsigned acquired;    /* slots taken from the pool for this entry      */
+    uint32_t *slots;      /* where the taken slot indices are              */
 } placement;
 
 /* The members of a token as seen from the calling thread. A token with a
  * gang part belongs to the task that runs on its first member. */
-static int token_members(const tt__exec *x, int self, placement *pl)
+static int token_members(const tt__exec *x, placement *pl)
 {
-    pl->gang = NULL;
-    pl->off = pl->cnt = 0;
-    pl->self = self;
-    pl->acquired = 0;
-    pl->own = NULL;
+    *pl = (placement){.self = -1, .route = ROUTE_GANG};
+    if (!x->pool)
+        return TT_OK;
+    pl->self = tt__pool_member_of(x->pool, &pl->crew);
     if (x->gang && x->gang_cnt > 0 && !(x->flags & TT__F_TEAM)) {
-        if (self < 0 || x->gang[x->gang_off] != (uint32_t)self)
+        if (pl->self < 0 || x->gang[x->gang_off] != (uint32_t)pl->self)
             return TT_EWRONGTHREAD;
         pl->gang = x->gang;
         pl->off = x->gang_off;
@@ -296,35 +304,69 @@ static int token_members(const tt__exec *x, int self, placement *pl)
     return TT_OK;
 }
 
-/* Reserve members for an entry that wants `need` of them when the token has
- * none: a plain thread waits for all of them; a member keeps itself first
- * and takes what is free. `buf` has room for `need` indices. */
-static void reserve(tt_pool *pool, placement *pl, unsigned need, uint32_t *buf)
+/* Reserve the members for an entry that wants `need` of them when the token
+ * has none. A member keeps itself first and takes what is free without
+ * waiting (on a region crew nothing else serves: it runs alone). A plain
+ * thread waits for all `need` slots (FIFO); it then runs on its own team's
+ * region, or on the private crew where it cannot. `slots` and `gang` have
+ * room for `need` indices. */
+static int reserve(tt_pool *pool, placement *pl, unsigned need, bool prefix, uint32_t *slots,
+                   uint32_t *gang)
 {
     if (pl->gang)
-        return;
+        return TT_OK;
+    pl->slots = slots;
+    pl->off = 0;
     if (pl->self >= 0) {
-        buf[0] = (uint32_t)pl->self;
-        pl->acquired = tt__gang_try_acquire(pool, need - 1, buf + 1);
-        pl->own = buf + 1;
-        pl->gang = buf;
-        pl->off = 0;
+        gang[0] = (uint32_t)pl->self;
+        if (pl->crew->kind == TT__CREW_PRIVATE) {
+            pl->acquired = tt__gang_try_acquire(pool, need - 1, slots);
+            for (unsigned i = 0; i < pl->acquired; i++)
+                gang[1 + i] = slots[i];
+        }
+        pl->gang = gang;
         pl->cnt = 1 + pl->acquired;
-    } else {
-        tt__gang_acquire(pool, need, buf, UINT64_MAX);
-        tt__ledger_install(pool);
-        pl->acquired = need;
-        pl->own = buf;
-        pl->gang = buf;
-        pl->off = 0;
-        pl->cnt = need;
+        return TT_OK;
     }
+    bool private = tt__pool_uses_private_crew(pool);
+    tt__crew *crew = NULL;
+    if (private) {
+        int rc = tt__pool_private_crew(pool, &crew);
+        if (rc)
+            return rc;
+    }
+    if (prefix)
+        tt__gang_acquire_prefix(pool, need, slots);
+    else
+        tt__gang_acquire(pool, need, slots, UINT64_MAX);
+    tt__ledger_install(pool);
+    pl->acquired = need;
+    pl->cnt = need;
+    if (private) {
+        pl->route = ROUTE_PRIVATE;
+        pl->crew = crew;
+        pl->gang = slots;
+        return TT_OK;
+    }
+    pl->crew = tt__region_crew_get(pool);
+    if (!pl->crew) {
+        tt__gang_release(pool, need, slots);
+        pl->acquired = 0;
+        return TT_ENOMEM;
+    }
+    pl->route = ROUTE_REGION;
+    for (unsigned i = 0; i < need; i++)
+        gang[i] = i;
+    pl->gang = gang;
+    return TT_OK;
 }
 
 static void unreserve(tt_pool *pool, placement *pl)
 {
+    if (pl->route == ROUTE_REGION)
+        tt__region_crew_put(pool, pl->crew);
     if (pl->acquired)
-        tt__gang_release(pool, pl->acquired, pl->own);
+        tt__gang_release(pool, pl->acquired, pl->slots);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -344,6 +386,7 @@ struct entry {
     tt__join join;
     void (*body)(entry *e, const task *t);
     const uint32_t *gang;
+    tt__crew *crew;
     tt_pool *pool;
     uint32_t pool_gen; /* children belong to the pool the entry's token did */
     bool sleepy;       /* the waiter spins little: the work hands its CPU on */
@@ -356,12 +399,7 @@ static void task_run(tt__work *w, tt__member *m)
     entry *e = t->e;
     e->body(e, t);
     /* Last touch of the entry: after this the dispatcher may return. */
-    tt__join_done(&e->join, &m->crew->stats);
-}
-
-static inline unsigned share_of(unsigned budget, unsigned ntasks, unsigned j)
-{
-    return budget / ntasks + (j < budget % ntasks ? 1u : 0u);
+    tt__join_done(&e->join, m->crew->stats);
 }
 
 static inline uint32_t ceil_map(uint64_t s, uint32_t cnt, unsigned budget)
@@ -369,27 +407,35 @@ static inline uint32_t ceil_map(uint64_t s, uint32_t cnt, unsigned budget)
     return (uint32_t)((s * cnt + budget - 1) / budget);
 }
 
-/* Run `ntasks` tasks whose shares split `budget`, on the members of `pl`,
- * and wait for them. */
-static void run_tasks(entry *e, unsigned ntasks, unsigned budget, const placement *pl)
+/* Map `ntasks` tasks whose shares split `budget` onto the members of `pl`:
+ * task j with slots [S_j, S_j + s_j) gets members
+ * [ceil(S_j*cnt/budget), ceil((S_j+s_j)*cnt/budget)), exactly its slots
+ * when the gang part is full (cnt == budget). */
+static void plan_tasks(entry *e, task *tasks, unsigned ntasks, unsigned budget, const placement *pl)
 {
-    task tasks[ntasks];
-    unsigned dispatched = 0;
     uint64_t s = 0;
     for (unsigned j = 0; j < ntasks; j++) {
-        unsigned sh = share_of(budget, ntasks, j);
+        size_t first, sh;
+        tt__block(budget, ntasks, j, &first, &sh);
         uint32_t lo = ceil_map(s, pl->cnt, budget);
         uint32_t hi = ceil_map(s + sh, pl->cnt, budget);
         s += sh;
         tasks[j] = (task){.w = {task_run}, .e = e, .index = j, .off = pl->off + lo,
-                          .cnt = hi - lo, .share = sh};
-        bool inline_here = tasks[j].cnt == 0 || (j == 0 && pl->self >= 0);
-        if (!inline_here)
-            dispatched++;
+                          .cnt = hi - lo, .share = (unsigned)sh};
     }
     e->gang = pl->gang;
+    e->crew = pl->crew;
+}
+
+/* Run the tasks on members through their mailboxes, and wait. */
+static void run_posted(entry *e, task *tasks, unsigned ntasks, const placement *pl)
+{
+    unsigned dispatched = 0;
+    for (unsigned j = 0; j < ntasks; j++)
+        if (!(tasks[j].cnt == 0 || (j == 0 && pl->self >= 0)))
+            dispatched++;
     tt__join_init(&e->join, dispatched);
-    tt__crew *crew = e->pool->crew;
+    tt__crew *crew = pl->crew;
     for (unsigned j = 0; j < ntasks; j++) {
         if (tasks[j].cnt == 0 || (j == 0 && pl->self >= 0))
             continue;
@@ -409,8 +455,91 @@ static void run_tasks(entry *e, unsigned ntasks, unsigned budget, const placemen
         tt__wait_policy pol = crew->team_pol;
         if (e->sleepy || (pl->self < 0 && dispatched >= tt__cpu_count_cached()))
             pol.throttled = true;
-        tt__join_wait(&e->join, &pol, &crew->stats);
+        tt__join_wait(&e->join, &pol, crew->stats);
     }
+}
+
+/* A root on the caller's own team: region thread k is member k. The task
+ * whose first member is k runs on k directly (no mailbox); the other
+ * members of a task's gang part serve their mailboxes for the task's nested
+ * entries until the task's owner tells them to stop. The region's own end
+ * barrier is the join. */
+typedef struct region_run {
+    entry *e;
+    task *tasks;
+    int *role;      /* role[k]: the task member k starts, or -1: it serves */
+    unsigned n;     /* members the root uses: 0..n-1                       */
+    bool short_team;
+} region_run;
+
+static void region_member(void *ctx, unsigned k, unsigned got)
+{
+    region_run *r = ctx;
+    if (got < r->n) {
+        /* A narrower team than asked (a thread limit): nothing runs here,
+         * and the caller takes the private crew. */
+        if (k == 0)
+            r->short_team = true;
+        return;
+    }
+    if (k >= r->n)
+        return; /* not needed: leave at once */
+    tt__crew *c = r->e->crew;
+    tt__region_member_enter(c, k);
+    c->be->confine();
+    int j = r->role[k];
+    if (j >= 0) {
+        task *t = &r->tasks[j];
+        r->e->body(r->e, t);
+        /* The task and every entry nested in it are done: its other
+         * members stop serving. */
+        for (uint32_t i = 1; i < t->cnt; i++)
+            tt__member_post(&c->members[r->e->gang[t->off + i]], &tt__work_exit);
+    } else {
+        tt__member_serve(&c->members[k]);
+    }
+    tt__region_member_leave(c, k);
+}
+
+/* Returns false when the team formed was too narrow (nothing ran). */
+static bool run_region(entry *e, task *tasks, unsigned ntasks, const placement *pl)
+{
+    int role[pl->cnt];
+    for (unsigned k = 0; k < pl->cnt; k++)
+        role[k] = -1;
+    for (unsigned j = 0; j < ntasks; j++) {
+        TT__ASSERT(tasks[j].cnt > 0);
+        role[tasks[j].off] = (int)j;
+    }
+    region_run r = {.e = e, .tasks = tasks, .role = role, .n = pl->cnt};
+    tt__backend_get()->region(e->pool->width, region_member, &r);
+    return !r.short_team;
+}
+
+/* Run `ntasks` tasks whose shares split `budget` on the members of `pl`,
+ * and wait for them. A region whose team came out too narrow falls back to
+ * the private crew, with the same slots. */
+static int run_tasks(entry *e, unsigned ntasks, unsigned budget, placement *pl)
+{
+    task tasks[ntasks];
+    plan_tasks(e, tasks, ntasks, budget, pl);
+    if (pl->route != ROUTE_REGION) {
+        run_posted(e, tasks, ntasks, pl);
+        return TT_OK;
+    }
+    if (run_region(e, tasks, ntasks, pl))
+        return TT_OK;
+    tt__crew *crew;
+    int rc = tt__pool_private_crew(e->pool, &crew);
+    if (rc)
+        return rc;
+    tt__region_crew_put(e->pool, pl->crew);
+    pl->route = ROUTE_PRIVATE;
+    pl->crew = crew;
+    pl->gang = pl->slots;
+    plan_tasks(e, tasks, ntasks, budget, pl);
+    run_posted(e, tasks, ntasks, pl);
+    return TT_OK;
 }
 
 /* Mint the child token of task t in place. */
@@ -441,6 +570,78 @@ void tt__exec_resume(const tt__exec *x)
         tt__ledger_enter(x->ledger, 1);
 }
 
+/* The common frame of tt_fork, tt_for_ranges, tt_broadcast and tt_external
+ * on a token without team authority: locate the caller, claim and consume
+ * the token, run inline when one task (or no crew) suffices, otherwise
+ * reserve `need` members and run `ntasks` tasks splitting `budget`. */
+typedef struct run_spec {
+    unsigned ntasks, budget, need;
+    bool prefix; /* take slots 0..need-1 (broadcast)                    */
+    bool one;    /* one task on the first member, the rest held (external) */
+} run_spec;
+
+static int run_entry(tt__exec *x, entry *e, run_spec sp)
+{
+    placement pl;
+    int rc = token_members(x, &pl);
+    if (rc)
+        return rc;
+    bool spread = !((sp.ntasks <= 1 && !sp.one) || !x->pool || x->pool->width <= 1);
+    if (spread && pl.self < 0 && tt__pool_uses_private_crew(x->pool)) {
+        /* Start the private crew before the token is consumed, so that a
+         * refused start (TT_EAGAIN) leaves the token usable. */
+        tt__crew *crew;
+        rc = tt__pool_private_crew(x->pool, &crew);
+        if (rc)
+            return rc;
+    }
+    rc = tt__exec_enter(x);
+    if (rc)
+        return rc;
+    tt__exec_suspend(x);
+    if (!spread) {
+        /* Lazy and inline: one task (or a pool of width 1) runs on the
+         * caller with the token's members, and no scheduler call is made. */
+        e->gang = pl.gang;
+        e->crew = pl.crew;
+        for (unsigned j = 0; j < sp.ntasks; j++) {
+            size_t first, sh;
+            tt__block(sp.budget, sp.ntasks, j, &first, &sh);
+            task t = {.e = e, .index = j, .share = (unsigned)sh};
+            if (sp.ntasks == 1) {
+                t.off = pl.off;
+                t.cnt = pl.cnt;
+            }
+            e->body(e, &t);
+        }
+    } else {
+        uint32_t slots[sp.need], gang[sp.need];
+        rc = reserve(x->pool, &pl, sp.need, sp.prefix, slots, gang);
+        if (rc == TT_OK) {
+            if (sp.one) {
+                placement one = pl;
+                one.cnt = 1;
+                rc = run_tasks(e, 1, 1, &one);
+                pl.crew = one.crew;
+                pl.route = one.route;
+            } else {
+                /* Leaf tasks take one member each: a token's wider gang
+                 * part is narrowed to what they use. */
+                placement use = pl;
+                if (use.cnt > sp.budget)
+                    use.cnt = sp.budget;
+                rc = run_tasks(e, sp.ntasks, sp.budget, &use);
+                pl.crew = use.crew;
+                pl.route = use.route;
+            }
+            unreserve(x->pool, &pl);
+        }
+    }
+    tt__exec_resume(x);
+    tt__exec_leave(x);
+    return rc;
+}
+
 /* ------------------------------------------------------------------------ */
 /* tt_fork                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -457,16 +658,14 @@ typedef struct fork_entry {
 static void fork_body(entry *e, const task *t)
 {
     fork_entry *f = (fork_entry *)e;
-    /* Task t runs jobs [first, first + n): blocks that differ by one. */
-    unsigned base = f->jobs / f->ntasks, rem = f->jobs % f->ntasks;
-    unsigned first = t->index * base + (t->index < rem ? t->index : rem);
-    unsigned n = base + (t->index < rem ? 1u : 0u);
-    for (unsigned i = first; i < first + n; i++) {
+    size_t first, n;
+    tt__block(f->jobs, f->ntasks, t->index, &first, &n);
+    for (size_t i = first; i < first + n; i++) {
         tt_exec child;
         tt__exec *c = tt__x(&child);
         child_of(c, e, t, f->child_flags, f->team);
         tt__ledger_enter(e->ledger, 1);
-        f->job(f->arg, i, &child);
+        f->job(f->arg, (unsigned)i, &child);
         tt__ledger_leave(e->ledger, 1);
         atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
     }
@@ -482,46 +681,15 @@ int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
         return TT_EINVAL;
     if (x->flags & TT__F_TEAM)
         return tt__team_fork(x, jobs, job, arg);
-    int self = x->pool ? tt__pool_member_of(x->pool) : -1;
-    placement pl;
-    rc = token_members(x, self, &pl);
-    if (rc)
-        return rc;
-    rc = tt__exec_enter(x);
-    if (rc)
-        return rc;
-
     unsigned budget = x->budget;
     unsigned ntasks = jobs < budget ? jobs : budget;
     fork_entry f = {
         .e = {.body = fork_body, .pool = x->pool, .pool_gen = x->pool_gen, .ledger = x->ledger},
         .job = job, .arg = arg, .jobs = jobs, .ntasks = ntasks,
-        .child_flags = TT__F_FORK_CHILD | TT__F_IN_TASK | (x->flags & TT__F_TEAM),
-        .team = x->team,
+        .child_flags = TT__F_FORK_CHILD | TT__F_IN_TASK,
+        .team = NULL,
     };
-    tt__exec_suspend(x);
-    if (ntasks == 1 || !x->pool || !x->pool->crew) {
-        /* Lazy and inline: one task (or no crew) runs on the caller with the
-         * token's members, and no scheduler call is made. */
-        f.e.gang = pl.gang;
-        if (ntasks == 1) {
-            task t = {.e = &f.e, .index = 0, .off = pl.off, .cnt = pl.cnt, .share = budget};
-            fork_body(&f.e, &t);
-        } else {
-            for (unsigned j = 0; j < ntasks; j++) {
-                task tj = {.e = &f.e, .index = j, .share = share_of(budget, ntasks, j)};
-                fork_body(&f.e, &tj);
-            }
-        }
-    } else {
-        uint32_t buf[budget];
-        reserve(x->pool, &pl, budget, buf);
-        run_tasks(&f.e, ntasks, budget, &pl);
-        unreserve(x->pool, &pl);
-    }
-    tt__exec_resume(x);
-    tt__exec_leave(x);
-    return TT_OK;
+    return run_entry(x, &f.e, (run_spec){.ntasks = ntasks, .budget = budget, .need = budget});
 }
 
 /* ------------------------------------------------------------------------ */
@@ -546,6 +714,12 @@ static void range_body(entry *e, const task *t)
     tt__ledger_leave(e->ledger, 1);
 }
 
+static void nothing_body(entry *e, const task *t)
+{
+    (void)e;
+    (void)t;
+}
+
 int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void *arg)
 {
     tt__exec *x = ex ? tt__x(ex) : NULL;
@@ -556,43 +730,13 @@ int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void 
         return TT_EINVAL;
     if (x->flags & TT__F_TEAM)
         return tt__team_for_ranges(x, len, grain, body, arg);
-    int self = x->pool ? tt__pool_member_of(x->pool) : -1;
-    placement pl;
-    rc = token_members(x, self, &pl);
-    if (rc)
-        return rc;
-    rc = tt__exec_enter(x);
-    if (rc)
-        return rc;
-    if (len == 0) {
-        tt__exec_leave(x);
-        return TT_OK;
-    }
-    unsigned ntasks = tt__range_tasks(len, grain, x->budget);
+    unsigned ntasks = len == 0 ? 0 : tt__range_tasks(len, grain, x->budget);
     range_entry r = {
-        .e = {.body = range_body, .pool = x->pool, .ledger = x->ledger},
+        .e = {.body = len == 0 ? nothing_body : range_body, .pool = x->pool,
+              .pool_gen = x->pool_gen, .ledger = x->ledger},
         .body = body, .arg = arg, .len = len, .ntasks = ntasks,
     };
-    tt__exec_suspend(x);
-    if (ntasks == 1 || !x->pool || !x->pool->crew) {
-        for (unsigned j = 0; j < ntasks; j++) {
-            task t = {.e = &r.e, .index = j, .share = 1};
-            range_body(&r.e, &t);
-        }
-    } else {
-        uint32_t buf[ntasks];
-        reserve(x->pool, &pl, ntasks, buf);
-        /* Leaf tasks: each takes one member; a token's wider gang part is
-         * narrowed to what the ranges use. */
-        placement use = pl;
-        if (use.cnt > ntasks)
-            use.cnt = ntasks;
-        run_tasks(&r.e, ntasks, ntasks, &use);
-        unreserve(x->pool, &pl);
-    }
-    tt__exec_resume(x);
-    tt__exec_leave(x);
-    return TT_OK;
+    return run_entry(x, &r.e, (run_spec){.ntasks = ntasks, .budget = ntasks, .need = ntasks});
 }
 
 /* ------------------------------------------------------------------------ */
@@ -604,7 +748,7 @@ static int broadcast_refusal(const tt__exec *x)
 {
     if (x->flags & TT__F_FORK_CHILD)
         return TT_REFUSED_FORK_CHILD;
-    if (x->pool && !(x->flags & TT__F_TEAM) && tt__pool_member_of(x->pool) >= 0)
+    if (x->pool && !(x->flags & TT__F_TEAM) && tt__pool_member_of(x->pool, NULL) >= 0)
         return TT_REFUSED_CALLER_IN_POOL;
     return TT_OK;
 }
@@ -646,28 +790,12 @@ int tt_broadcast(tt_exec *ex, tt_bcast_fn fn, void *arg)
         return rc;
     if (x->flags & TT__F_TEAM)
         return tt__team_broadcast(x, fn, arg);
-    rc = tt__exec_enter(x);
-    if (rc)
-        return rc;
     unsigned budget = x->budget;
-    bcast_entry b = {.e = {.body = bcast_body, .pool = x->pool, .ledger = x->ledger},
+    bcast_entry b = {.e = {.body = bcast_body, .pool = x->pool, .pool_gen = x->pool_gen,
+                           .ledger = x->ledger},
                      .fn = fn, .arg = arg};
-    tt__exec_suspend(x);
-    if (budget == 1 || !x->pool || !x->pool->crew) {
-        task t = {.e = &b.e, .index = 0, .share = 1};
-        bcast_body(&b.e, &t);
-    } else {
-        uint32_t buf[budget];
-        tt__gang_acquire_prefix(x->pool, budget, buf);
-        tt__ledger_install(x->pool);
-        placement pl = {.gang = buf, .off = 0, .cnt = budget, .self = -1,
-                        .acquired = budget, .own = buf};
-        run_tasks(&b.e, budget, budget, &pl);
-        unreserve(x->pool, &pl);
-    }
-    tt__exec_resume(x);
-    tt__exec_leave(x);
-    return TT_OK;
+    return run_entry(x, &b.e, (run_spec){.ntasks = budget, .budget = budget, .need = budget,
+                                         .prefix = true});
 }
 
 /* ------------------------------------------------------------------------ */
@@ -678,20 +806,29 @@ typedef struct ext_entry {
     entry e;
     tt_external_fn fn;
     void *arg;
-    unsigned width;
-    const tt__backend *be;
+    unsigned width;  /* what the callee is handed: the members held      */
+    bool nested;     /* the callee's region is nested in the caller's    */
 } ext_entry;
+
+static void ext_call(ext_entry *x, unsigned width, bool nested)
+{
+    const tt__backend *be = tt__backend_get();
+    int saved[4];
+    be->external_enter(width, nested, saved);
+    tt__ledger_enter(x->e.ledger, width);
+    x->fn(x->arg, width);
+    tt__ledger_leave(x->e.ledger, width);
+    be->external_leave(saved);
+}
 
 static void ext_body(entry *e, const task *t)
 {
-    (void)t;
     ext_entry *x = (ext_entry *)e;
-    int saved[4];
-    x->be->external_enter(x->width, saved);
-    tt__ledger_enter(e->ledger, x->width);
-    x->fn(x->arg, x->width);
-    tt__ledger_leave(e->ledger, x->width);
-    x->be->external_leave(saved);
+    /* The members this entry holds (t->cnt is 1: the callee runs on the
+     * first; the others were reserved so that nobody else uses their
+     * slots while the callee's threads do). */
+    (void)t;
+    ext_call(x, x->width, true);
 }
 
 int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
@@ -702,43 +839,64 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
         return rc;
     if (!fn)
         return TT_EINVAL;
-    int self = x->pool ? tt__pool_member_of(x->pool) : -1;
-    placement pl;
-    if (x->flags & TT__F_TEAM) {
-        pl = (placement){.self = self};
-    } else {
-        rc = token_members(x, self, &pl);
-        if (rc)
-            return rc;
-    }
-    rc = tt__exec_enter(x);
-    if (rc)
-        return rc;
     unsigned width = x->budget;
     /* The callee opens its own team of `width` threads: a caller that spun
      * while it runs would take a CPU from it. */
-    ext_entry e = {.e = {.body = ext_body, .pool = x->pool, .sleepy = true, .ledger = x->ledger},
-                   .fn = fn, .arg = arg, .width = width, .be = tt__backend_get()};
-    tt__exec_suspend(x);
-    if (width == 1 || !x->pool || !x->pool->crew || (x->flags & TT__F_TEAM)) {
-        /* Inline: budget 1, a pool without crew, or a team token whose
-         * leader holds the team's width. */
-        task t = {.e = &e.e};
-        ext_body(&e.e, &t);
-    } else {
-        /* Reserve the whole width, so that the slots the outside library's
-         * threads use are not handed to other roots meanwhile, and run the
-         * callback on the first member (the caller, when it is one). */
-        uint32_t buf[width];
-        reserve(x->pool, &pl, width, buf);
-        placement one = pl;
-        one.cnt = 1;
-        run_tasks(&e.e, 1, 1, &one);
-        unreserve(x->pool, &pl);
+    ext_entry e = {.e = {.body = ext_body, .pool = x->pool, .pool_gen = x->pool_gen, .sleepy = true,
+                         .ledger = x->ledger},
+                   .fn = fn, .arg = arg, .width = width};
+    if (width == 1 || !x->pool || x->pool->width <= 1 || (x->flags & TT__F_TEAM)) {
+        /* Inline: budget 1, a pool of width 1, or a team token whose leader
+         * holds the team's width. */
+        rc = tt__exec_enter(x);
+        if (rc)
+            return rc;
+        tt__exec_suspend(x);
+        ext_call(&e, width, tt__backend_get()->in_parallel());
+        tt__exec_resume(x);
+        tt__exec_leave(x);
+        return TT_OK;
     }
-    tt__exec_resume(x);
-    tt__exec_leave(x);
-    return TT_OK;
+    placement pl;
+    rc = token_members(x, &pl);
+    if (rc)
+        return rc;
+    if (pl.self < 0 && width == x->pool->width && !tt__pool_uses_private_crew(x->pool)) {
+        /* A full-width root on a plain thread: the callee runs on this very
+         * thread with nthreads-var = width, so its region is this thread's
+         * own top-level region on the same hot team. No region of ours, no
+         * nested region, no thread created. */
+        rc = tt__exec_enter(x);
+        if (rc)
+            return rc;
+        uint32_t slots[width];
+        tt__gang_acquire(x->pool, width, slots, UINT64_MAX);
+        tt__ledger_install(x->pool);
+        tt__exec_suspend(x);
+        ext_call(&e, width, false);
+        tt__exec_resume(x);
+        tt__gang_release(x->pool, width, slots);
+        tt__exec_leave(x);
+        return TT_OK;
+    }
+    if (pl.self >= 0 && !pl.gang) {
+        /* A member's nested root: the callee gets the members it holds. */
+        rc = tt__exec_enter(x);
+        if (rc)
+            return rc;
+        uint32_t slots[width], gang[width];
+        tt__exec_suspend(x);
+        reserve(x->pool, &pl, width, false, slots, gang);
+        e.width = pl.cnt;
+        ext_call(&e, e.width, true);
+        unreserve(x->pool, &pl);
+        tt__exec_resume(x);
+        tt__exec_leave(x);
+        return TT_OK;
+    }
+    if (pl.gang)
+        e.width = pl.cnt < width ? pl.cnt : width;
+    return run_entry(x, &e.e, (run_spec){.ntasks = 1, .budget = width, .need = width, .one = true});
 }
 
 /* ------------------------------------------------------------------------ */
@@ -748,11 +906,12 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
 enum tt__cost_kind tt__exec_cost_kind(const tt_exec *ex)
 {
     const tt__exec *x = ex ? tt__cx(ex) : NULL;
-    if (!x || check_one(x) != TT_OK || x->budget <= 1 || !x->pool || !x->pool->crew)
+    if (!x || check_one(x) != TT_OK || x->budget <= 1 || !x->pool || x->pool->width <= 1 ||
+        atomic_load_explicit(&x->pool->gen, memory_order_acquire) != x->pool_gen)
         return TT__KIND_SERIAL;
     if (x->flags & TT__F_TEAM)
         return TT__KIND_TEAM;
-    if (tt__pool_member_of(x->pool) >= 0)
+    if (tt__pool_member_of(x->pool, NULL) >= 0)
         return TT__KIND_IN_POOL;
     return TT__KIND_OUTSIDE;
 }

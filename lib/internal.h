@@ -1,13 +1,17 @@
 /*
  * internal.h -- private structures of threadteam. Nothing here is installed.
  *
- * Layers (prefixes show them):
+ * Layers (prefixes and files show them):
  *   tt__wait_*    spin / yield / futex waits shaped like libgomp's   (wait.c)
- *   tt__crew_*    the threads of a pool: one OpenMP team on a host
- *                 thread, behind a small backend table                (pool.c,
- *                 backend_omp.c, backend_serial.c)
- *   tt__gang_*    reservation of members for one root entry          (pool.c)
- *   tt__exec_*    the token and its entries                          (exec.c)
+ *   tt__crew_*    the threads that run a pool's tasks: the private
+ *                 crew held on a host thread (crew.c), the caller's
+ *                 own OpenMP team for one root (host_team.c), behind a
+ *                 small backend table          (backend_omp.c, backend_serial.c)
+ *   tt__gang_*    the pool's slots: reservation for one root         (gang.c)
+ *   tt__pool_*    pools, membership, lifecycle                       (pool.c)
+ *   tt__exec_*    the token protocol                                 (token.c)
+ *                 and the entries that use it                        (exec.c,
+ *                 team.c)
  *   tt__ledger_*  test support, compiled out without --enable-ledger (ledger.c)
  */
 #ifndef TT_INTERNAL_H
@@ -103,6 +107,8 @@ static inline void tt__cpu_relax(void)
 bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old,
                       const tt__wait_policy *pol, tt__wait_stats *stats);
 
+bool tt__test_spin_once(uint64_t spin_polls, bool throttled);
+
 /* An event word with a sleeper count: the waiter of a long-lived object
  * (a member's mailbox, a scope's generation) sleeps on it and the waker
  * only makes a system call when someone may sleep. */
@@ -172,7 +178,7 @@ void tt__attr_defaults(struct tt_pool_attr *a);
 bool tt__attr_dedicated(const struct tt_pool_attr *a);
 
 /* ------------------------------------------------------------------------ */
-/* Crew: the threads of a pool                                               */
+/* Crews: the threads that run a pool's tasks                                */
 /* ------------------------------------------------------------------------ */
 
 struct tt__crew;
@@ -187,29 +193,58 @@ typedef struct tt__work {
 typedef struct tt__member {
     tt__event mail TT__ALIGNED; /* word = sequence of handed work          */
     tt__work *_Atomic work;     /* the work for the newest sequence        */
-    uint32_t seen;              /* member-private: the last sequence run   */
+    uint32_t seen;              /* serving thread only: last sequence run  */
     unsigned index;
     struct tt__crew *crew;
-    pthread_t thread;
+    /* The thread serving as this member now, as (uintptr_t)pthread_self(),
+     * or 0. Written only by that thread (set when it starts serving, cleared
+     * when it stops, for a region crew), read by any thread that asks
+     * whether it is a member: relaxed, since a thread only ever compares it
+     * with its own identity, which only it writes. */
+    _Atomic uintptr_t thread_id;
     pid_t tid;
     size_t stack_size;
 } tt__member;
 
-/* The backend table (BLIS style): the OpenMP backend opens one parallel
- * region on a host thread; the serial backend has no threads and is always
- * built, so --disable-parallel is the same code with another table. */
+static inline uintptr_t tt__self_id(void) { return (uintptr_t)pthread_self(); }
+_Static_assert(sizeof(pthread_t) <= sizeof(uintptr_t), "pthread_t must fit in uintptr_t");
+
+/* The backend table (BLIS style): the OpenMP backend opens parallel
+ * regions; the serial backend has no threads and is always built, so
+ * --disable-parallel is the same code with another table. */
+typedef void (*tt__region_fn)(void *ctx, unsigned k, unsigned got);
 typedef struct tt__backend {
     const char *name;
-    /* Start the crew's threads; every member then runs tt__member_main. */
+    /* Start a private crew's threads on a host thread; every member then
+     * runs tt__member_main. */
     int (*start)(struct tt__crew *c);
     /* Join what start created (after every member left tt__member_main). */
     void (*join)(struct tt__crew *c);
     /* The OpenMP thread number at nesting level 1 of the calling thread, or
      * -1 when it is not inside a parallel region. */
     int (*level1_thread_num)(void);
+    /* True when the calling thread is inside any parallel region (active or
+     * not): its roots cannot open a region on its own team. */
+    bool (*in_parallel)(void);
+    /* The calling thread's nthreads-var (omp_get_max_threads). */
+    unsigned (*max_threads)(void);
+    /* Open one parallel region of `width` threads on the calling thread (its
+     * own team), dynamic adjustment off for the region only; thread k runs
+     * fn(ctx, k, got), got being the team size formed. Returns got. */
+    unsigned (*region)(unsigned width, tt__region_fn fn, void *ctx);
+    /* Confine the calling participant's own OpenMP: an `omp parallel` in a
+     * share gets one thread whatever OMP_NESTED, OMP_MAX_ACTIVE_LEVELS or a
+     * list-valued OMP_NUM_THREADS say (tt_external is the one door through
+     * which a width is handed to such code). Sets the participant's
+     * implicit task's nthreads-var, which nothing outside it sees. */
+    void (*confine)(void);
+    /* The union of the CPUs of OpenMP's places, when places are defined
+     * (OMP_PLACES, or OMP_PROC_BIND, which implies them): false otherwise. */
+    bool (*places_cpus)(cpu_set_t *set);
     /* Around tt_external's callback: let exactly `width` threads form one
-     * nested region from the calling thread, and put things back. */
-    void (*external_enter)(unsigned width, int saved[4]);
+     * region from the calling thread (nested when `nested`), and put things
+     * back. */
+    void (*external_enter)(unsigned width, bool nested, int saved[4]);
     void (*external_leave)(const int saved[4]);
     /* The thread limit OpenMP imposes (UINT32_MAX when none). */
     unsigned (*thread_limit)(void);
@@ -221,8 +256,15 @@ extern const tt__backend tt__backend_omp;
 #endif
 const tt__backend *tt__backend_get(void);
 
+enum tt__crew_kind {
+    TT__CREW_PRIVATE = 1, /* held threads on a private host thread (crew.c) */
+    TT__CREW_REGION       /* the caller's own team, one region at a time
+                             (host_team.c)                                   */
+};
+
 typedef struct tt__crew {
     unsigned width;
+    enum tt__crew_kind kind;
     const tt__backend *be;
     struct tt_pool_attr attr; /* copy; thread_name owned by the crew    */
     bool dedicated;
@@ -233,12 +275,13 @@ typedef struct tt__crew {
     _Atomic uint64_t idle_polls;
     _Atomic uint64_t idle_ns;
     tt__wait_policy team_pol; /* how team waits (joins, barriers) spin   */
-    tt__wait_stats stats;
+    tt__wait_stats *stats;    /* the pool's (region crews) or own_stats  */
+    tt__wait_stats own_stats;
     _Atomic uint32_t park_epoch; /* bumped by tt_pool_release_idle      */
-    cpu_set_t cpus;           /* the building thread's CPU set          */
+    cpu_set_t cpus;           /* the CPU set members take (private crew) */
     bool have_cpus;
 
-    /* Start-up handshake. */
+    /* Start-up handshake (private crew). */
     _Atomic uint32_t started;  /* members that reached tt__member_main   */
     _Atomic uint32_t got;      /* team size OpenMP formed (0 = not yet)  */
     tt__event startup;         /* posted as members register             */
@@ -250,19 +293,54 @@ typedef struct tt__crew {
 
     tt__member *members;       /* width entries, cache-line aligned      */
     void *members_mem;
-    struct tt__crew *next;     /* in the process-wide cache              */
+    struct tt__crew *next;     /* cache list (private), free list (region) */
+    struct tt__crew *_Atomic next_all; /* every region crew of a pool    */
 } tt__crew;
 
+/* The sentinel work that tells a serving member to stop. */
+extern tt__work tt__work_exit;
+
+/* Allocate a crew's member array (cache-line aligned); 0 or TT_ENOMEM. */
+int tt__crew_alloc_members(tt__crew *c, unsigned width);
+void tt__crew_free(tt__crew *c);
+/* Start a private crew (crew.c): threads held on a private host thread,
+ * taken from the process-wide cache when the settings allow. */
 int tt__crew_create(const struct tt_pool_attr *attr, unsigned width, tt__crew **out);
+/* Take a cached crew of `width` (NULL when none) and give one back (it is
+ * joined when the cache is full). */
+tt__crew *tt__crew_cache_take(unsigned width, const struct tt_pool_attr *attr);
+void tt__crew_cache_put(tt__crew *c);
+void tt__crew_note_width(unsigned width);
 /* Tell every member to leave and join the threads. */
 void tt__crew_destroy(tt__crew *c);
-/* Body of every member thread: register, serve work until shutdown. */
+/* Forget cached crews in a fork() child (their threads do not exist). */
+void tt__crew_atfork_child(void);
+void tt__crew_atfork_prepare(void);
+void tt__crew_atfork_parent(void);
+/* Body of every private member thread: register, serve until shutdown. */
 void tt__member_main(tt__crew *c, unsigned k);
+/* Serve work posted to member m until the exit sentinel arrives. */
+void tt__member_serve(tt__member *m);
 /* Hand `w` to member m (owned by the caller's gang) and wake it. */
 void tt__member_post(tt__member *m, tt__work *w);
 
+/* Region crews (host_team.c): the member slots of one root region on the
+ * caller's own OpenMP team. */
+tt__crew *tt__region_crew_get(tt_pool *p);
+void tt__region_crew_put(tt_pool *p, tt__crew *c);
+void tt__region_crews_free(tt_pool *p);
+/* Enter and leave member k of a region crew (the calling thread). */
+static inline void tt__region_member_enter(tt__crew *c, unsigned k)
+{
+    atomic_store_explicit(&c->members[k].thread_id, tt__self_id(), memory_order_relaxed);
+}
+static inline void tt__region_member_leave(tt__crew *c, unsigned k)
+{
+    atomic_store_explicit(&c->members[k].thread_id, 0, memory_order_relaxed);
+}
+
 /* ------------------------------------------------------------------------ */
-/* The pool and its gangs                                                    */
+/* The pool and its slots                                                    */
 /* ------------------------------------------------------------------------ */
 
 struct tt__gang_waiter {
@@ -271,9 +349,11 @@ struct tt__gang_waiter {
     struct tt__gang_waiter *next;
 };
 
-/* A gang is a set of members reserved for one root entry (or a team). Its
- * member list lives in the frame of the entry that acquired it (or in the
- * team object) and outlives every token that refers to it. */
+/* The slots of a pool are its width: every root takes as many slots as it
+ * may run tasks (all or nothing), so that roots from different threads
+ * together never run more than the width. On a private crew a slot's index
+ * names the member that runs it; a root on the caller's team uses its own
+ * region's threads 0..n-1 and its slots only count. */
 struct tt_pool {
     /* Bumped when the pool is destroyed. Pool objects are never returned to
      * the allocator (they are reused by later pools), so a token that
@@ -284,16 +364,23 @@ struct tt_pool {
     _Atomic bool doomed;      /* destroyed from a member: last out ends it */
     tt_wait_counts base;      /* counters of a reused crew at build        */
     unsigned width;
-    tt__crew *crew;           /* NULL for width 1: nothing ever dispatches */
+    /* The private crew, started on first need (at build for a dedicated
+     * pool); NULL until then. Written once under `lock`, read without it
+     * (acquire). */
+    tt__crew *_Atomic crew;
+    tt__crew *region_free;    /* idle region crews (under lock)            */
+    tt__crew *_Atomic regions;/* every region crew, newest first           */
+    tt__wait_stats stats;     /* the waits of region crews                 */
+    bool dedicated;           /* thread settings of its own                */
     struct tt_pool_attr attr; /* settings in force (thread_name not owned) */
     uint64_t forked_gen;      /* fork generation at build (TT_EFORKED)     */
 
-    /* Member reservation: a bitmap of free members under a mutex, and a
-     * FIFO of plain threads waiting for members, so that acquisitions (and
-     * so broadcasts) are served in one order. */
+    /* Slot reservation: a bitmap of free slots under a mutex, and a FIFO
+     * of plain threads waiting for slots, so that acquisitions (and so
+     * broadcasts) are served in one order. */
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    uint64_t *free_bits;      /* bit k set: member k is free              */
+    uint64_t *free_bits;      /* bit k set: slot k is free                 */
     unsigned free_count;
     struct tt__gang_waiter *wait_head; /* FIFO of blocking acquirers     */
     struct tt__gang_waiter *wait_tail;
@@ -309,23 +396,41 @@ struct tt_pool {
     _Atomic uint32_t closing;
 };
 
-/* Index of the calling thread as a member of pool, or -1. O(1): the level-1
- * OpenMP thread number names the only member it can be, and a pthread
- * comparison confirms it. */
-int tt__pool_member_of(const tt_pool *pool);
+static inline tt__crew *tt__pool_crew(const tt_pool *p)
+{
+    return atomic_load_explicit(&((tt_pool *)p)->crew, memory_order_acquire);
+}
+/* The private crew, started now if it was not (TT_OK, TT_EAGAIN,
+ * TT_ENOMEM, TT_ESHORTTEAM). */
+int tt__pool_private_crew(tt_pool *p, tt__crew **out);
+/* True when roots of the calling thread run on the pool's private crew:
+ * a dedicated pool, a thread inside a parallel region, a fork() child. */
+bool tt__pool_uses_private_crew(const tt_pool *p);
+/* Test hook: every root takes the private crew (tests/test_lifecycle.c). */
+void tt__test_force_private_crew(bool on);
 
-/* Take exactly n free members for a plain thread, waiting in FIFO order
+/* Index of the calling thread as a member of one of pool's crews, or -1;
+ * *crew receives that crew. The level-1 OpenMP thread number names the
+ * only member it can be in each crew, and a thread comparison confirms. */
+int tt__pool_member_of(const tt_pool *pool, tt__crew **crew);
+
+/* Take exactly n free slots for a plain thread, waiting in FIFO order
  * (timeout_ns UINT64_MAX: forever). idx receives their indices, lowest
  * first. Returns TT_OK or TT_REFUSED_UNAVAILABLE on timeout. */
 int tt__gang_acquire(tt_pool *p, unsigned n, uint32_t *idx, uint64_t timeout_ns);
-/* Take members 0..n-1 exactly (broadcast), FIFO, waiting forever. */
+/* Take slots 0..n-1 exactly (broadcast), FIFO, waiting forever. */
 void tt__gang_acquire_prefix(tt_pool *p, unsigned n, uint32_t *idx);
-/* Take up to n free members without waiting (a member's nested root);
- * returns how many. Takes nothing while plain threads queue. */
+/* Take up to n free slots without waiting (a member's nested root);
+ * returns how many. */
 unsigned tt__gang_try_acquire(tt_pool *p, unsigned n, uint32_t *idx);
+/* Take exactly n free slots or none, without waiting: TT_OK or
+ * TT_REFUSED_UNAVAILABLE. */
+int tt__gang_try_acquire_all(tt_pool *p, unsigned n, uint32_t *idx);
 void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx);
+void tt__gang_init_free(tt_pool *p);
 
 extern _Atomic uint64_t tt__fork_generation; /* bumped in fork() children */
+extern _Atomic bool tt__fork_tainted; /* a child of a multi-threaded parent */
 /* True in a fork() child of the process that built the pool. */
 bool tt__pool_forked(const tt_pool *p);
 /* Count an entry in (TT_OK, or TT_EDESTROYED when the pool is gone) and
@@ -335,6 +440,32 @@ void tt__pool_entry_end(tt_pool *p);
 /* Tear down a pool destroyed from a member once nothing holds it; true
  * when it did. */
 bool tt__pool_finish_doomed(tt_pool *p);
+
+/* One block partition for the whole library: `total` items in `parts`
+ * contiguous blocks whose sizes differ by at most one, the larger first.
+ * Block j is [*first, *first + *n). Worked example: 10 items in 4 parts are
+ * 3, 3, 2, 2 (base 2, rem 2): block 1 starts at 1*2 + min(1, 2) = 3 and has
+ * 2 + 1 = 3 items; block 3 starts at 3*2 + min(3, 2) = 8 and has 2. */
+static inline void tt__block(size_t total, size_t parts, size_t j, size_t *first, size_t *n)
+{
+    size_t base = total / parts, rem = total % parts;
+    *first = j * base + (j < rem ? j : rem);
+    *n = base + (j < rem ? 1 : 0);
+}
+/* The block that item i falls in (the inverse of tt__block), and its
+ * offset there. */
+static inline void tt__block_find(size_t total, size_t parts, size_t i, size_t *j, size_t *r)
+{
+    size_t base = total / parts, rem = total % parts;
+    size_t big = rem * (base + 1);
+    if (i < big) {
+        *j = i / (base + 1);
+        *r = i % (base + 1);
+    } else {
+        *j = rem + (i - big) / base;
+        *r = (i - big) % base;
+    }
+}
 
 /* ------------------------------------------------------------------------ */
 /* Tokens (exec.c)                                                           */
@@ -414,9 +545,9 @@ static inline unsigned tt__range_tasks(size_t len, size_t grain, unsigned budget
 
 static inline void tt__range_of(size_t len, unsigned n, size_t j, size_t *begin, size_t *end)
 {
-    size_t base = len / n, rem = len % n;
-    *begin = j * base + (j < rem ? j : rem);
-    *end = *begin + base + (j < rem ? 1 : 0);
+    size_t cnt;
+    tt__block(len, n, j, begin, &cnt);
+    *end = *begin + cnt;
 }
 
 /* Kinds of token for the cost model. */
@@ -456,6 +587,12 @@ int tt__memalign(void **p, size_t align, size_t n);
 bool tt__fault_thread(void);
 void tt__fault_inject(long alloc_nth, long thread_nth);
 
+/* The process's CPU set (the union of OpenMP's places when there are any,
+ * since libgomp may have bound the initial thread to one place before
+ * main; otherwise the calling thread's affinity set). False when unknown. */
+bool tt__process_cpus(cpu_set_t *set);
+/* The bytes of static TLS of every module loaded now (crew.c). */
+size_t tt__static_tls_bytes(void);
 /* CPUs in the calling thread's affinity set (at least 1). */
 unsigned tt__affinity_cpus(void);
 /* The CPUs of the process's affinity set when the first pool was built: a

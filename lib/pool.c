@@ -1,19 +1,13 @@
 /*
- * pool.c -- pools, their crews (the member threads) and member reservation.
+ * pool.c -- pools: width, membership, lifecycle (destroy, fork, reuse).
  *
- * A pool of width W > 1 owns a crew: W members, each with a mailbox. A
- * member runs tt__member_main: it waits on its mailbox (spin, yield, futex),
- * runs the work it was handed, and waits again. Work reaches a member only
- * through the gang that reserved it, so a mailbox has exactly one writer at
- * a time and needs no lock.
- *
- * Reservation: a bitmap of free members under the pool's mutex. A plain
- * thread that enters the pool waits in a FIFO until the members it needs are
- * all free and takes them at once (all or nothing, so two waiters never hold
- * parts of what each other needs). A member that mints a new root takes
- * what is free without waiting. Broadcasts take the prefix 0..n-1 through
- * the same FIFO, which is what puts concurrent broadcasts in the same order
- * on every member.
+ * A pool is a width (its slots, gang.c) and the crews that run its tasks:
+ * region crews for roots on the callers' own OpenMP teams (host_team.c) and
+ * a private crew (crew.c) where sharing cannot work. A pool with default
+ * settings starts no thread when it is built; a pool with thread settings of
+ * its own starts its private crew at build, so that its on_start hooks and
+ * thread names take effect there and a failure is reported by
+ * tt_pool_create.
  */
 #include "internal.h"
 #include "wait.h"
@@ -45,6 +39,14 @@ unsigned tt__affinity_cpus(void)
     return n > 0 ? (unsigned)n : 1u;
 }
 
+bool tt__process_cpus(cpu_set_t *set)
+{
+    if (tt__backend_get()->places_cpus(set))
+        return true;
+    CPU_ZERO(set);
+    return sched_getaffinity(0, sizeof *set, set) == 0;
+}
+
 static _Atomic unsigned cpu_count_hint;
 
 
@@ -52,7 +54,9 @@ unsigned tt__cpu_count_cached(void)
 {
     unsigned n = atomic_load_explicit(&cpu_count_hint, memory_order_relaxed);
     if (n == 0) {
-        n = tt__affinity_cpus();
+        cpu_set_t set;
+        n = tt__process_cpus(&set) && CPU_COUNT(&set) > 0 ? (unsigned)CPU_COUNT(&set)
+                                                           : tt__affinity_cpus();
         atomic_store_explicit(&cpu_count_hint, n, memory_order_relaxed);
     }
     return n;
@@ -92,358 +96,6 @@ static unsigned width_limit(const tt__backend *be)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Members                                                                   */
-/* ------------------------------------------------------------------------ */
-
-/* The sentinel work that tells a member to leave. */
-static void exit_run(tt__work *w, tt__member *m)
-{
-    (void)w;
-    (void)m;
-}
-static tt__work tt__work_exit = {exit_run};
-
-static void member_set_name(tt__crew *c, unsigned k)
-{
-#if defined(__linux__)
-    if (!c->attr.thread_name)
-        return;
-    char name[16];
-    snprintf(name, sizeof name, "%s%u", c->attr.thread_name, k);
-    /* Linux truncates at 15 bytes; keep the index visible if it does. */
-    size_t nl = strlen(c->attr.thread_name);
-    char idx[12];
-    int il = snprintf(idx, sizeof idx, "%u", k);
-    if (nl + (size_t)il > 15)
-        snprintf(name, sizeof name, "%.*s%s", 15 - il, c->attr.thread_name, idx);
-    pthread_setname_np(pthread_self(), name);
-#else
-    (void)c;
-    (void)k;
-#endif
-}
-
-static size_t own_stack_size(void)
-{
-#if defined(__linux__)
-    pthread_attr_t a;
-    size_t sz = 0;
-    if (pthread_getattr_np(pthread_self(), &a) == 0) {
-        pthread_attr_getstacksize(&a, &sz);
-        pthread_attr_destroy(&a);
-    }
-    return sz;
-#else
-    return 0;
-#endif
-}
-
-void tt__member_main(tt__crew *c, unsigned k)
-{
-    tt__member *m = &c->members[k];
-    m->thread = pthread_self();
-#if defined(__linux__)
-    m->tid = (pid_t)syscall(SYS_gettid);
-#endif
-    m->stack_size = own_stack_size();
-    /* Each member takes the building thread's CPU set: OMP_PROC_BIND may
-     * have bound libgomp's threads to places, which this team must not
-     * inherit from the application's settings. */
-    if (c->have_cpus)
-        sched_setaffinity(0, sizeof c->cpus, &c->cpus);
-    member_set_name(c, k);
-    if (c->attr.on_start)
-        c->attr.on_start(c->attr.on_start_arg, k);
-
-    /* Register; release publishes this member's fields to the builder. */
-    atomic_fetch_add_explicit(&c->started, 1, memory_order_release);
-    tt__event_bump(&c->startup, NULL);
-
-    for (;;) {
-        tt__wait_policy pol = {
-            .spin_polls = atomic_load_explicit(&c->idle_polls, memory_order_relaxed),
-            .spin_ns = atomic_load_explicit(&c->idle_ns, memory_order_relaxed),
-            .throttled = atomic_load_explicit(&c->oversubscribed, memory_order_relaxed),
-            .yield_every = TT__IDLE_YIELD_EVERY,
-        };
-        pol.stop = &c->park_epoch;
-        pol.stop_val = atomic_load_explicit(&c->park_epoch, memory_order_relaxed);
-        uint32_t seq = tt__event_wait_ne(&m->mail, m->seen, &pol, &c->stats, &c->stats.member_parks);
-        m->seen = seq;
-        /* The acquire load of the mailbox word in the wait made the work
-         * pointer stored before it visible. */
-        tt__work *w = atomic_load_explicit(&m->work, memory_order_relaxed);
-        if (w == &tt__work_exit)
-            break;
-        w->run(w, m);
-    }
-    atomic_fetch_add_explicit(&c->exited, 1, memory_order_release);
-}
-
-void tt__member_post(tt__member *m, tt__work *w)
-{
-    /* Only the gang that owns m writes its mailbox, so the word has one
-     * writer; the seq_cst store in tt__event_post releases the work
-     * pointer to the member's acquire load. */
-    uint32_t seq = atomic_load_explicit(&m->mail.word, memory_order_relaxed) + 1;
-    atomic_store_explicit(&m->work, w, memory_order_relaxed);
-    tt__event_post(&m->mail, seq, &m->crew->stats);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Crews                                                                     */
-/* ------------------------------------------------------------------------ */
-
-static void crew_free(tt__crew *c)
-{
-    free(c->attr.thread_name);
-    free(c->members_mem);
-    free(c);
-}
-
-/* Tell members 0..n-1 to leave. */
-static void crew_send_exit(tt__crew *c, uint32_t n)
-{
-    for (uint32_t k = 0; k < n && k < c->width; k++)
-        tt__member_post(&c->members[k], &tt__work_exit);
-}
-
-/* Settings a crew takes from the pool that uses it (at build, and again
- * when a cached crew is taken by a new pool). */
-static void crew_configure(tt__crew *c, const struct tt_pool_attr *attr)
-{
-    bool over = c->width > tt__affinity_cpus();
-    atomic_store_explicit(&c->oversubscribed, over, memory_order_relaxed);
-    atomic_store_explicit(&c->idle_polls, attr->idle_spin_ns == 0 ? 0 : attr->spin_polls,
-                          memory_order_relaxed);
-    atomic_store_explicit(&c->idle_ns, attr->idle_spin_ns, memory_order_relaxed);
-    c->team_pol = (tt__wait_policy){
-        .spin_polls = attr->spin_polls,
-        .spin_ns = 0,
-        .throttled = over,
-    };
-    c->attr.spin_polls = attr->spin_polls;
-    c->attr.idle_spin_ns = attr->idle_spin_ns;
-    c->attr.acquire_timeout_ns = attr->acquire_timeout_ns;
-    c->attr.pin_participants = attr->pin_participants;
-    c->attr.idle_serves_pool = attr->idle_serves_pool;
-}
-
-/* When the process may only have a bounded number of threads, libgomp
- * would abort the process (gomp_fatal) if the OS refused one of the team's
- * threads. Start and end that many small probe threads first, so that a
- * refusal becomes TT_EAGAIN instead. */
-typedef struct probe {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    bool go;
-} probe;
-
-static void *probe_main(void *arg)
-{
-    probe *pr = arg;
-    pthread_mutex_lock(&pr->lock);
-    while (!pr->go)
-        pthread_cond_wait(&pr->cond, &pr->lock);
-    pthread_mutex_unlock(&pr->lock);
-    return NULL;
-}
-
-static int preflight_threads(unsigned n)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NPROC, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-        return TT_OK;
-    pthread_t *t = tt__calloc(n, sizeof *t);
-    if (!t)
-        return TT_ENOMEM;
-    probe pr = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .go = false};
-    pthread_attr_t pa;
-    pthread_attr_init(&pa);
-    pthread_attr_setstacksize(&pa, 64 << 10);
-    unsigned started = 0;
-    while (started < n && pthread_create(&t[started], &pa, probe_main, &pr) == 0)
-        started++;
-    pthread_attr_destroy(&pa);
-    pthread_mutex_lock(&pr.lock);
-    pr.go = true;
-    pthread_cond_broadcast(&pr.cond);
-    pthread_mutex_unlock(&pr.lock);
-    for (unsigned i = 0; i < started; i++)
-        pthread_join(t[i], NULL);
-    free(t);
-    return started == n ? TT_OK : TT_EAGAIN;
-}
-
-int tt__crew_create(const struct tt_pool_attr *attr, unsigned width, tt__crew **out)
-{
-    *out = NULL;
-    tt__crew *c = tt__calloc(1, sizeof *c);
-    if (!c)
-        return TT_ENOMEM;
-    c->width = width;
-    c->be = tt__backend_get();
-    c->attr = *attr;
-    c->attr.thread_name = NULL;
-    if (attr->thread_name && !(c->attr.thread_name = tt__strdup(attr->thread_name))) {
-        free(c);
-        return TT_ENOMEM;
-    }
-    c->dedicated = tt__attr_dedicated(attr);
-    crew_configure(c, attr);
-    CPU_ZERO(&c->cpus);
-    c->have_cpus = sched_getaffinity(0, sizeof c->cpus, &c->cpus) == 0;
-
-    size_t bytes = sizeof(tt__member) * width;
-    void *mem = NULL;
-    if (tt__memalign(&mem, TT__CACHELINE, bytes) != 0) {
-        crew_free(c);
-        return TT_ENOMEM;
-    }
-    memset(mem, 0, bytes);
-    c->members_mem = mem;
-    c->members = mem;
-    for (unsigned k = 0; k < width; k++) {
-        c->members[k].index = k;
-        c->members[k].crew = c;
-    }
-
-    int rc = preflight_threads(width);
-    if (rc == TT_OK)
-        rc = tt__fault_thread() ? TT_EAGAIN : c->be->start(c);
-    if (rc != TT_OK) {
-        crew_free(c);
-        return rc;
-    }
-    /* Wait until OpenMP formed the team and every member registered. */
-    tt__wait_policy pol = {.spin_polls = 1000};
-    for (;;) {
-        uint32_t seen = atomic_load_explicit(&c->startup.word, memory_order_acquire);
-        uint32_t got = atomic_load_explicit(&c->got, memory_order_acquire);
-        if (got && atomic_load_explicit(&c->started, memory_order_acquire) == got)
-            break;
-        tt__event_wait_ne(&c->startup, seen, &pol, NULL, NULL);
-    }
-    uint32_t got = atomic_load_explicit(&c->got, memory_order_acquire);
-    if (got != width) {
-        crew_send_exit(c, got);
-        c->be->join(c);
-        crew_free(c);
-        return TT_ESHORTTEAM;
-    }
-    *out = c;
-    return TT_OK;
-}
-
-void tt__crew_destroy(tt__crew *c)
-{
-    crew_send_exit(c, c->width);
-    c->be->join(c);
-    /* Every member counted itself out (release) after its last touch of
-     * the crew; this acquire orders those touches before the free (the
-     * backend's wait for the threads to end is invisible to TSan). */
-    while (atomic_load_explicit(&c->exited, memory_order_acquire) < c->width)
-        sched_yield();
-    crew_free(c);
-}
-
-/* Work that makes a member take the crew's CPU set (a cached crew taken by
- * a pool built on another thread). */
-typedef struct affinity_work {
-    tt__work w;
-    tt__join *join;
-} affinity_work;
-
-static void affinity_run(tt__work *w, tt__member *m)
-{
-    affinity_work *a = (affinity_work *)w;
-    tt__crew *c = m->crew;
-    if (c->have_cpus)
-        sched_setaffinity(0, sizeof c->cpus, &c->cpus);
-    tt__join_done(a->join, &c->stats);
-}
-
-static void crew_retarget(tt__crew *c)
-{
-    CPU_ZERO(&c->cpus);
-    c->have_cpus = sched_getaffinity(0, sizeof c->cpus, &c->cpus) == 0;
-    affinity_work works[c->width];
-    tt__join join;
-    tt__join_init(&join, c->width);
-    for (unsigned k = 0; k < c->width; k++) {
-        works[k] = (affinity_work){.w = {affinity_run}, .join = &join};
-        tt__member_post(&c->members[k], &works[k].w);
-    }
-    tt__join_wait(&join, &c->team_pol, NULL);
-}
-
-/* ------------------------------------------------------------------------ */
-/* The process-wide cache of idle default crews                              */
-/* ------------------------------------------------------------------------ */
-
-/* Oldest first. The cache holds at most max(CPUs, widest pool built)
- * threads; beyond that the oldest crews are joined. */
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static tt__crew *cache_head;
-static unsigned cache_threads;
-static unsigned widest_built;
-
-static tt__crew *cache_take(unsigned width)
-{
-    pthread_mutex_lock(&cache_lock);
-    if (width > widest_built)
-        widest_built = width;
-    tt__crew **pp = &cache_head;
-    while (*pp && (*pp)->width != width)
-        pp = &(*pp)->next;
-    tt__crew *c = *pp;
-    if (c) {
-        *pp = c->next;
-        c->next = NULL;
-        cache_threads -= c->width;
-    }
-    pthread_mutex_unlock(&cache_lock);
-    return c;
-}
-
-static void cache_put(tt__crew *c)
-{
-    tt__crew *evict = NULL, **tail;
-    pthread_mutex_lock(&cache_lock);
-    for (tail = &cache_head; *tail; tail = &(*tail)->next)
-        ;
-    *tail = c;
-    cache_threads += c->width;
-    unsigned cap = tt__affinity_cpus();
-    if (widest_built > cap)
-        cap = widest_built;
-    /* Unlink the oldest entries beyond the cap; join them outside the lock. */
-    tt__crew **evict_tail = &evict;
-    while (cache_threads > cap && cache_head) {
-        tt__crew *old = cache_head;
-        cache_head = old->next;
-        old->next = NULL;
-        cache_threads -= old->width;
-        *evict_tail = old;
-        evict_tail = &old->next;
-    }
-    pthread_mutex_unlock(&cache_lock);
-    while (evict) {
-        tt__crew *n = evict->next;
-        tt__crew_destroy(evict);
-        evict = n;
-    }
-}
-
-unsigned tt__cache_threads(void)
-{
-    pthread_mutex_lock(&cache_lock);
-    unsigned n = cache_threads;
-    pthread_mutex_unlock(&cache_lock);
-    return n;
-}
-
-/* ------------------------------------------------------------------------ */
 /* fork() in a child: the crews' threads do not exist there                  */
 /* ------------------------------------------------------------------------ */
 
@@ -452,37 +104,64 @@ unsigned tt__cache_threads(void)
 static pthread_mutex_t shell_lock = PTHREAD_MUTEX_INITIALIZER;
 static tt_pool *shell_head;
 
+/* Threads of the process now, from /proc (0 when unknown). */
+static unsigned process_threads(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[128];
+    unsigned n = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %u", &n) == 1)
+            break;
+    fclose(f);
+    return n;
+}
+
+/* Set in a fork() child whose parent had other threads when it forked:
+ * the forking thread may have had a libgomp team, whose threads do not
+ * exist in the child, and a region opened on it there hangs (GCC PR
+ * 60035). Roots in such a child run on private crews (a new host thread
+ * gets a libgomp pool of its own). A child of a single-threaded parent (a
+ * test runner, a shell) has no such team: its roots use its own team. */
+_Atomic bool tt__fork_tainted;
+static bool fork_multithreaded;
+
 static void atfork_prepare(void)
 {
+    unsigned n = process_threads();
+    fork_multithreaded = n != 1;
     pthread_mutex_lock(&shell_lock);
-    pthread_mutex_lock(&cache_lock);
+    tt__crew_atfork_prepare();
 }
 
 static void atfork_parent(void)
 {
-    pthread_mutex_unlock(&cache_lock);
+    tt__crew_atfork_parent();
     pthread_mutex_unlock(&shell_lock);
 }
 
 static void atfork_child(void)
 {
     atomic_fetch_add_explicit(&tt__fork_generation, 1, memory_order_relaxed);
-    /* The cached crews' threads are gone: forget them (their memory is
-     * released, no thread is joined). */
-    tt__crew *c = cache_head;
-    while (c) {
-        tt__crew *n = c->next;
-        crew_free(c);
-        c = n;
-    }
-    cache_head = NULL;
-    cache_threads = 0;
-    pthread_mutex_init(&cache_lock, NULL);
+    if (fork_multithreaded)
+        atomic_store_explicit(&tt__fork_tainted, true, memory_order_relaxed);
+    tt__crew_atfork_child();
     pthread_mutex_init(&shell_lock, NULL);
 }
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static void atfork_register(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+
+/* Registered when the library is loaded, not when the first pool is built:
+ * a fork() child must know it is one even if the parent never built a
+ * pool, because libgomp's team of the forking thread is broken there (GCC
+ * PR 60035) and roots in the child must not open regions on it. */
+__attribute__((constructor)) static void atfork_at_load(void)
+{
+    pthread_once(&atfork_once, atfork_register);
+}
 
 static bool pool_forked(const tt_pool *p)
 {
@@ -545,10 +224,15 @@ int tt_pool_create(tt_pool **pool, const tt_pool_attr *attr)
         tt__attr_defaults(&a);
     const tt__backend *be = tt__backend_get();
 
-    unsigned width = a.threads ? a.threads : tt__affinity_cpus();
+    /* The default width is the application's: the building thread's
+     * nthreads-var, so that the library's regions and the application's
+     * reuse one hot team (OMP_NUM_THREADS=3 gives a pool of 3). */
+    unsigned width = a.threads ? a.threads : be->max_threads();
 #if !TT_HAVE_OPENMP
     width = 1; /* --disable-parallel: every pool has width 1 */
 #endif
+    if (width == 0)
+        width = 1;
     if (width > 1 && width > width_limit(be))
         return TT_ERANGE;
 
@@ -561,6 +245,7 @@ int tt_pool_create(tt_pool **pool, const tt_pool_attr *attr)
     p->width = width;
     p->attr = a;
     p->attr.thread_name = NULL; /* the crew owns its copy */
+    p->dedicated = tt__attr_dedicated(&a);
     p->forked_gen = atomic_load_explicit(&tt__fork_generation, memory_order_relaxed);
     size_t words = (width + 63) / 64;
     p->free_bits = tt__calloc(words, sizeof(uint64_t));
@@ -577,46 +262,83 @@ int tt_pool_create(tt_pool **pool, const tt_pool_attr *attr)
         shell_put(p);
         return TT_ENOMEM;
     }
-    for (unsigned k = 0; k < width; k++)
-        p->free_bits[k / 64] |= 1ull << (k % 64);
-    p->free_count = width;
-
-    if (width > 1) {
+    tt__gang_init_free(p);
+    tt__crew_note_width(width);
+    if (width > 1 && p->dedicated) {
         tt__crew *c = NULL;
-        if (!tt__attr_dedicated(&a))
-            c = cache_take(width);
-        if (c) {
-            crew_configure(c, &a);
-            crew_retarget(c);
-            p->crew = c;
-            tt_pool_wait_counts(p, &p->base);
-        } else {
-            pthread_mutex_lock(&cache_lock);
-            if (width > widest_built)
-                widest_built = width;
-            pthread_mutex_unlock(&cache_lock);
-            int rc = tt__crew_create(&a, width, &p->crew);
-            if (rc != TT_OK) {
-                pool_free(p);
-                return rc;
-            }
+        int rc = tt__crew_create(&a, width, &c);
+        if (rc != TT_OK) {
+            pool_free(p);
+            return rc;
         }
+        atomic_store_explicit(&p->crew, c, memory_order_release);
     }
     *pool = p;
     return TT_OK;
 }
 
-/* Hand the crew back (to the cache, or join it) and retire the pool. */
+int tt__pool_private_crew(tt_pool *p, tt__crew **out)
+{
+    tt__crew *c = tt__pool_crew(p);
+    if (c) {
+        *out = c;
+        return TT_OK;
+    }
+    /* Started under the pool's lock, so that two roots that need it at once
+     * start one crew. A default pool takes a cached crew of its width when
+     * there is one (each member then takes the process's CPU set). */
+    pthread_mutex_lock(&p->lock);
+    c = tt__pool_crew(p);
+    int rc = TT_OK;
+    if (!c) {
+        c = tt__crew_cache_take(p->width, &p->attr);
+        if (!c)
+            rc = tt__crew_create(&p->attr, p->width, &c);
+        if (rc == TT_OK) {
+            /* A cached crew counted its waits for earlier pools too. */
+            p->base.join_sleeps = atomic_load_explicit(&c->stats->join_sleeps, memory_order_relaxed);
+            p->base.barrier_sleeps = atomic_load_explicit(&c->stats->barrier_sleeps, memory_order_relaxed);
+            p->base.member_parks = atomic_load_explicit(&c->stats->member_parks, memory_order_relaxed);
+            p->base.preemptions = atomic_load_explicit(&c->stats->preemptions, memory_order_relaxed);
+            p->base.wakes = atomic_load_explicit(&c->stats->wakes, memory_order_relaxed);
+            atomic_store_explicit(&p->crew, c, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    *out = c;
+    return rc;
+}
+
+static _Atomic bool force_private_crew;
+void tt__test_force_private_crew(bool on)
+{
+    atomic_store_explicit(&force_private_crew, on, memory_order_relaxed);
+}
+
+bool tt__pool_uses_private_crew(const tt_pool *p)
+{
+    if (p->dedicated || atomic_load_explicit(&force_private_crew, memory_order_relaxed))
+        return true;
+    /* In a fork() child of a multi-threaded parent libgomp's team of the
+     * forking thread may be broken (GCC PR 60035): every root there runs on
+     * a private crew, whose host thread has a libgomp pool of its own. */
+    if (atomic_load_explicit(&tt__fork_tainted, memory_order_relaxed))
+        return true;
+    return tt__backend_get()->in_parallel();
+}
+
+/* Hand the private crew back (to the cache, or join it), free the region
+ * crews, and retire the pool. */
 static void pool_teardown(tt_pool *pool)
 {
-    tt__crew *c = pool->crew;
-    pool->crew = NULL;
+    tt__crew *c = atomic_exchange_explicit(&pool->crew, NULL, memory_order_acq_rel);
     if (c) {
         if (c->dedicated)
             tt__crew_destroy(c);
         else
-            cache_put(c);
+            tt__crew_cache_put(c);
     }
+    tt__region_crews_free(pool);
     pool_free(pool);
 }
 
@@ -626,16 +348,17 @@ static void *reaper_main(void *arg)
     return NULL;
 }
 
-/* Called with the pool's lock held after a release: a pool destroyed from
- * one of its members is torn down by the last entry out. */
-
+/* A pool destroyed from one of its members is torn down by the last entry
+ * out. */
 static void doom_finish(tt_pool *p)
 {
-    if (tt__pool_member_of(p) < 0) {
+    tt__crew *mine = NULL;
+    if (tt__pool_member_of(p, &mine) < 0 || mine->kind != TT__CREW_PRIVATE) {
         pool_teardown(p);
         return;
     }
-    /* A member cannot join its own team: a detached thread does it. */
+    /* A member of the private crew cannot join its own team: a detached
+     * thread does it. */
     pthread_t t;
     pthread_attr_t pa;
     pthread_attr_init(&pa);
@@ -643,7 +366,7 @@ static void doom_finish(tt_pool *p)
     if (pthread_create(&t, &pa, reaper_main, p) != 0) {
         /* No thread to spare: leave the crew running; the pool object stays
          * retired. This leaks the crew but never corrupts anything. */
-        p->crew = NULL;
+        atomic_store_explicit(&p->crew, NULL, memory_order_relaxed);
     }
     pthread_attr_destroy(&pa);
 }
@@ -693,9 +416,11 @@ int tt_pool_destroy(tt_pool *pool)
     if (pool_forked(pool)) {
         /* In a fork child the threads do not exist: release the memory
          * only. The locks were copied in whatever state; leave them. */
-        if (pool->crew)
-            crew_free(pool->crew);
-        pool->crew = NULL;
+        tt__crew *c = tt__pool_crew(pool);
+        if (c)
+            tt__crew_free(c);
+        atomic_store_explicit(&pool->crew, NULL, memory_order_relaxed);
+        tt__region_crews_free(pool);
         shell_put(pool);
         return TT_OK;
     }
@@ -705,7 +430,7 @@ int tt_pool_destroy(tt_pool *pool)
     if (atomic_load_explicit(&pool->doomed, memory_order_relaxed)) {
         /* Already destroyed from a member: the last holder out ends it;
          * from a plain thread with nothing running, end it now. */
-        bool idle = tt__pool_member_of(pool) < 0 && pool->free_count == pool->width &&
+        bool idle = tt__pool_member_of(pool, NULL) < 0 && pool->free_count == pool->width &&
                     !pool->team_owned && atomic_load_explicit(&pool->entries, memory_order_acquire) == 0;
         if (idle)
             atomic_store_explicit(&pool->doomed, false, memory_order_relaxed);
@@ -714,7 +439,7 @@ int tt_pool_destroy(tt_pool *pool)
             pool_teardown(pool);
         return idle ? TT_OK : TT_EDESTROYED;
     }
-    if (tt__pool_member_of(pool) >= 0) {
+    if (tt__pool_member_of(pool, NULL) >= 0) {
         /* From one of its own members: signal shutdown and return. New
          * entries are refused from now on; the last entry out tears the
          * pool down. */
@@ -753,184 +478,70 @@ int tt_pool_release_idle(tt_pool *pool)
 {
     if (!pool)
         return TT_EINVAL;
-    if (pool->crew) {
-        /* Relaxed: a member that misses the bump finishes its spin as it
-         * would have anyway; nothing depends on it. */
-        atomic_fetch_add_explicit(&pool->crew->park_epoch, 1, memory_order_relaxed);
-    }
+    /* Relaxed: a member that misses the bump finishes its spin as it would
+     * have anyway; nothing depends on it. */
+    tt__crew *c = tt__pool_crew(pool);
+    if (c)
+        atomic_fetch_add_explicit(&c->park_epoch, 1, memory_order_relaxed);
+    for (c = atomic_load_explicit(&pool->regions, memory_order_acquire); c;
+         c = atomic_load_explicit(&c->next_all, memory_order_relaxed))
+        atomic_fetch_add_explicit(&c->park_epoch, 1, memory_order_relaxed);
     return TT_OK;
 }
 
 size_t tt_pool_member_stack_size(const tt_pool *pool)
 {
-    if (!pool || !pool->crew)
+    tt__crew *c = pool ? tt__pool_crew(pool) : NULL;
+    if (!c)
         return 0;
     size_t min = SIZE_MAX;
     for (unsigned k = 0; k < pool->width; k++)
-        if (pool->crew->members[k].stack_size < min)
-            min = pool->crew->members[k].stack_size;
+        if (c->members[k].stack_size < min)
+            min = c->members[k].stack_size;
     return min == SIZE_MAX ? 0 : min;
 }
 
-int tt__pool_member_of(const tt_pool *pool)
+static bool is_member(const tt__crew *c, int k, uintptr_t self)
 {
-    const tt__crew *c = pool->crew;
+    return (unsigned)k < c->width &&
+           atomic_load_explicit(&c->members[k].thread_id, memory_order_relaxed) == self;
+}
+
+int tt__pool_member_of(const tt_pool *pool, tt__crew **crew)
+{
+    if (crew)
+        *crew = NULL;
+    if (pool->width <= 1)
+        return -1;
+    int k = tt__backend_get()->level1_thread_num();
+    if (k < 0)
+        return -1;
+    uintptr_t self = tt__self_id();
+    tt__crew *c = tt__pool_crew(pool);
+    if (!(c && is_member(c, k, self))) {
+        /* At most one region crew per concurrent root: this walk is short. */
+        for (c = atomic_load_explicit(&((tt_pool *)pool)->regions, memory_order_acquire); c;
+             c = atomic_load_explicit(&c->next_all, memory_order_relaxed))
+            if (is_member(c, k, self))
+                break;
+    }
     if (!c)
         return -1;
-    int k = c->be->level1_thread_num();
-    if (k < 0 || (unsigned)k >= c->width)
-        return -1;
-    return pthread_equal(c->members[k].thread, pthread_self()) ? k : -1;
+    if (crew)
+        *crew = c;
+    return k;
 }
 
 bool tt_pool_is_member(const tt_pool *pool, unsigned *member)
 {
     if (!pool)
         return false;
-    int k = tt__pool_member_of(pool);
+    int k = tt__pool_member_of(pool, NULL);
     if (k < 0)
         return false;
     if (member)
         *member = (unsigned)k;
     return true;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Gangs                                                                     */
-/* ------------------------------------------------------------------------ */
-
-static bool bit_is_free(const tt_pool *p, unsigned k)
-{
-    return (p->free_bits[k / 64] >> (k % 64)) & 1u;
-}
-
-/* Take n free members, lowest first. Caller holds the lock and checked. */
-static void take_lowest(tt_pool *p, unsigned n, uint32_t *idx)
-{
-    unsigned got = 0;
-    size_t words = (p->width + 63) / 64;
-    for (size_t w = 0; w < words && got < n; w++) {
-        while (p->free_bits[w] && got < n) {
-            unsigned b = (unsigned)__builtin_ctzll(p->free_bits[w]);
-            p->free_bits[w] &= ~(1ull << b);
-            idx[got++] = (uint32_t)(w * 64 + b);
-        }
-    }
-    p->free_count -= got;
-}
-
-static bool prefix_free(const tt_pool *p, unsigned n)
-{
-    for (unsigned k = 0; k < n; k++)
-        if (!bit_is_free(p, k))
-            return false;
-    return true;
-}
-
-static void take_prefix(tt_pool *p, unsigned n, uint32_t *idx)
-{
-    for (unsigned k = 0; k < n; k++) {
-        p->free_bits[k / 64] &= ~(1ull << (k % 64));
-        idx[k] = k;
-    }
-    p->free_count -= n;
-}
-
-static void queue_remove(tt_pool *p, struct tt__gang_waiter *w)
-{
-    struct tt__gang_waiter **pp = &p->wait_head;
-    while (*pp && *pp != w)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = w->next;
-    if (p->wait_tail == w) {
-        p->wait_tail = NULL;
-        for (struct tt__gang_waiter *q = p->wait_head; q; q = q->next)
-            p->wait_tail = q;
-    }
-}
-
-static int acquire_fifo(tt_pool *p, unsigned n, bool prefix, uint32_t *idx, uint64_t timeout_ns)
-{
-    struct tt__gang_waiter me = {.n = n, .prefix = prefix, .next = NULL};
-    struct timespec deadline;
-    bool timed = timeout_ns != UINT64_MAX;
-    if (timed) {
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        uint64_t ns = (uint64_t)deadline.tv_nsec + timeout_ns % 1000000000ull;
-        deadline.tv_sec += (time_t)(timeout_ns / 1000000000ull + ns / 1000000000ull);
-        deadline.tv_nsec = (long)(ns % 1000000000ull);
-    }
-    pthread_mutex_lock(&p->lock);
-    if (p->wait_tail)
-        p->wait_tail->next = &me;
-    else
-        p->wait_head = &me;
-    p->wait_tail = &me;
-    for (;;) {
-        bool ok = p->wait_head == &me && (prefix ? prefix_free(p, n) : p->free_count >= n);
-        if (ok)
-            break;
-        int rc = timed ? pthread_cond_timedwait(&p->cond, &p->lock, &deadline)
-                       : pthread_cond_wait(&p->cond, &p->lock);
-        if (rc == ETIMEDOUT) {
-            bool now_ok = p->wait_head == &me && (prefix ? prefix_free(p, n) : p->free_count >= n);
-            if (!now_ok) {
-                queue_remove(p, &me);
-                pthread_cond_broadcast(&p->cond); /* the head may have changed */
-                pthread_mutex_unlock(&p->lock);
-                return TT_REFUSED_UNAVAILABLE;
-            }
-            break;
-        }
-    }
-    if (prefix)
-        take_prefix(p, n, idx);
-    else
-        take_lowest(p, n, idx);
-    queue_remove(p, &me);
-    if (p->wait_head)
-        pthread_cond_broadcast(&p->cond);
-    pthread_mutex_unlock(&p->lock);
-    atomic_fetch_add_explicit(&p->installs, 1, memory_order_relaxed);
-    return TT_OK;
-}
-
-int tt__gang_acquire(tt_pool *p, unsigned n, uint32_t *idx, uint64_t timeout_ns)
-{
-    return acquire_fifo(p, n, false, idx, timeout_ns);
-}
-
-void tt__gang_acquire_prefix(tt_pool *p, unsigned n, uint32_t *idx)
-{
-    (void)acquire_fifo(p, n, true, idx, UINT64_MAX);
-}
-
-unsigned tt__gang_try_acquire(tt_pool *p, unsigned n, uint32_t *idx)
-{
-    if (n == 0)
-        return 0;
-    pthread_mutex_lock(&p->lock);
-    unsigned got = 0;
-    if (!p->wait_head) {
-        got = n < p->free_count ? n : p->free_count;
-        take_lowest(p, got, idx);
-    }
-    pthread_mutex_unlock(&p->lock);
-    return got;
-}
-
-void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx)
-{
-    if (n == 0)
-        return;
-    pthread_mutex_lock(&p->lock);
-    for (unsigned i = 0; i < n; i++)
-        p->free_bits[idx[i] / 64] |= 1ull << (idx[i] % 64);
-    p->free_count += n;
-    if (p->wait_head)
-        pthread_cond_broadcast(&p->cond);
-    pthread_mutex_unlock(&p->lock);
 }
 
 bool tt__pool_forked(const tt_pool *p) { return pool_forked(p); }
@@ -940,15 +551,23 @@ int tt_pool_wait_counts(const tt_pool *pool, tt_wait_counts *out)
     if (!pool || !out)
         return TT_EINVAL;
     memset(out, 0, sizeof *out);
-    if (!pool->crew)
-        return TT_OK;
-    /* A crew taken from the cache counted for earlier pools too: report
-     * what happened since this pool was built. */
-    const tt__wait_stats *st = &pool->crew->stats;
-    out->join_sleeps = atomic_load_explicit(&st->join_sleeps, memory_order_relaxed) - pool->base.join_sleeps;
-    out->barrier_sleeps = atomic_load_explicit(&st->barrier_sleeps, memory_order_relaxed) - pool->base.barrier_sleeps;
-    out->member_parks = atomic_load_explicit(&st->member_parks, memory_order_relaxed) - pool->base.member_parks;
-    out->preemptions = atomic_load_explicit(&st->preemptions, memory_order_relaxed) - pool->base.preemptions;
-    out->wakes = atomic_load_explicit(&st->wakes, memory_order_relaxed) - pool->base.wakes;
+    /* The waits of the region crews (the pool's own counters) and of the
+     * private crew since this pool took it (a crew taken from the cache
+     * counted for earlier pools too). */
+    const tt__wait_stats *st = &pool->stats;
+    out->join_sleeps = atomic_load_explicit(&st->join_sleeps, memory_order_relaxed);
+    out->barrier_sleeps = atomic_load_explicit(&st->barrier_sleeps, memory_order_relaxed);
+    out->member_parks = atomic_load_explicit(&st->member_parks, memory_order_relaxed);
+    out->preemptions = atomic_load_explicit(&st->preemptions, memory_order_relaxed);
+    out->wakes = atomic_load_explicit(&st->wakes, memory_order_relaxed);
+    tt__crew *c = tt__pool_crew(pool);
+    if (c && c->stats != st) {
+        st = c->stats;
+        out->join_sleeps += atomic_load_explicit(&st->join_sleeps, memory_order_relaxed) - pool->base.join_sleeps;
+        out->barrier_sleeps += atomic_load_explicit(&st->barrier_sleeps, memory_order_relaxed) - pool->base.barrier_sleeps;
+        out->member_parks += atomic_load_explicit(&st->member_parks, memory_order_relaxed) - pool->base.member_parks;
+        out->preemptions += atomic_load_explicit(&st->preemptions, memory_order_relaxed) - pool->base.preemptions;
+        out->wakes += atomic_load_explicit(&st->wakes, memory_order_relaxed) - pool->base.wakes;
+    }
     return TT_OK;
 }

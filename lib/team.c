@@ -99,25 +99,25 @@ static void participate(tt__ctl *c, unsigned rank, uint32_t seen);
 /* Control blocks                                                            */
 /* ------------------------------------------------------------------------ */
 
-static void ctl_init(tt__ctl *c, tt_pool *pool, unsigned size, const uint32_t *members,
-                     const tt__wait_policy *pol, void *ledger)
+static void ctl_init(tt__ctl *c, tt_pool *pool, tt__crew *crew, unsigned size,
+                     const uint32_t *members, const tt__wait_policy *pol, void *ledger)
 {
     memset(c, 0, sizeof *c);
     c->pool = pool;
-    c->crew = pool ? pool->crew : NULL;
+    c->crew = crew;
     c->size = size;
     c->members = members;
     c->pol = *pol;
     /* A scope with more awake participants than CPUs spins little, as
      * libgomp does when it manages more threads than CPUs. */
-    if (size > tt__affinity_cpus())
+    if (size > tt__cpu_count_cached())
         c->pol.throttled = true;
     c->ledger = ledger;
     c->leader = pthread_self();
     c->pool_gen = pool ? atomic_load_explicit(&pool->gen, memory_order_acquire) : 0;
 }
 
-static tt__wait_stats *ctl_stats(tt__ctl *c) { return c->crew ? &c->crew->stats : NULL; }
+static tt__wait_stats *ctl_stats(tt__ctl *c) { return c->crew ? c->crew->stats : NULL; }
 
 /* Issue a command to participants 1..n-1 that takes part, and set up the
  * join for `pending` of them. */
@@ -220,40 +220,18 @@ int tt_scope_run(tt_scope *scope, tt_section_fn section, void *arg)
 /* Splits and scope forks                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* Group g of `groups` over `size` participants: [first, first + n). */
-static void group_of(unsigned size, unsigned groups, unsigned g, unsigned *first, unsigned *n)
-{
-    unsigned base = size / groups, rem = size % groups;
-    *first = g * base + (g < rem ? g : rem);
-    *n = base + (g < rem ? 1u : 0u);
-}
-
-static void find_group(unsigned size, unsigned groups, unsigned p, unsigned *g, unsigned *r)
-{
-    unsigned base = size / groups, rem = size % groups;
-    unsigned big = rem * (base + 1);
-    if (p < big) {
-        *g = p / (base + 1);
-        *r = p % (base + 1);
-    } else {
-        *g = rem + (p - big) / base;
-        *r = (p - big) % base;
-    }
-}
-
 /* The group leader's side: run the group's parts, then end the sub-block. */
 static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
 {
-    unsigned base = sc->jobs / sc->groups, rem = sc->jobs % sc->groups;
-    unsigned first = g * base + (g < rem ? g : rem);
-    unsigned n = base + (g < rem ? 1u : 0u);
+    size_t first, n;
+    tt__block(sc->jobs, sc->groups, g, &first, &n);
     sub->leader = pthread_self();
-    for (unsigned i = first; i < first + n; i++) {
+    for (size_t i = first; i < first + n; i++) {
         if (sc->split) {
             /* Like a scope's callback, a part is not counted as a task:
              * its sections count every participant, its own rank 0 too. */
             tt_scope view = {.c = sub, .size = sub->size, .ledger = sub->ledger};
-            sc->split(sc->arg, i, &view);
+            sc->split(sc->arg, (unsigned)i, &view);
         } else {
             tt_exec child;
             tt__exec *x = tt__x(&child);
@@ -268,7 +246,7 @@ static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
             x->team = sub;
             atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_relaxed);
             tt__ledger_enter(sub->ledger, 1);
-            sc->job(sc->arg, i, &child);
+            sc->job(sc->arg, (unsigned)i, &child);
             tt__ledger_leave(sub->ledger, 1);
             atomic_store_explicit(&x->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
         }
@@ -283,12 +261,12 @@ static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
 static void split_part(tt__ctl *c, unsigned p)
 {
     const split_cmd *sc = c->split;
-    unsigned g, r;
-    find_group(sc->size, sc->groups, p, &g, &r);
+    size_t g, r;
+    tt__block_find(sc->size, sc->groups, p, &g, &r);
     if (r == 0)
-        lead_group(&sc->subs[g], sc, g);
+        lead_group(&sc->subs[g], sc, (unsigned)g);
     else
-        participate(&sc->subs[g], r, 0);
+        participate(&sc->subs[g], (unsigned)r, 0);
 }
 
 static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_job_fn job,
@@ -304,10 +282,11 @@ static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_jo
     unsigned groups = jobs < size ? jobs : size;
     tt__ctl subs[groups];
     for (unsigned g = 0; g < groups; g++) {
-        unsigned first, n;
-        group_of(size, groups, g, &first, &n);
+        size_t first, n;
+        tt__block(size, groups, g, &first, &n);
         /* Participant q >= 1 of group g is participant first + q of c. */
-        ctl_init(&subs[g], c->pool, n, c->members ? c->members + first : NULL, &c->pol, c->ledger);
+        ctl_init(&subs[g], c->pool, c->crew, (unsigned)n, c->members ? c->members + first : NULL,
+                 &c->pol, c->ledger);
         subs[g].pool_gen = c->pool_gen;
         subs[g].pol.throttled = c->pol.throttled;
         subs[g].leader = pthread_self(); /* reset by the group's leader */
@@ -410,6 +389,34 @@ static void participate(tt__ctl *c, unsigned rank, uint32_t seen)
  * back before it serves anything else. */
 static bool pin_allowed(void) { return getenv("LIKWID_PIN") == NULL; }
 
+/* Pin the calling thread to `cpu`; true when it did (its mask is in
+ * *saved, to be put back with unpin). */
+static bool pin_to(unsigned cpu, cpu_set_t *saved)
+{
+    if (sched_getaffinity(0, sizeof *saved, saved) != 0)
+        return false;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof one, &one) == 0;
+}
+
+static void unpin(const cpu_set_t *saved) { sched_setaffinity(0, sizeof *saved, saved); }
+
+/* The first `max` CPUs of the calling thread's (the leader's) affinity set;
+ * how many. */
+static unsigned pin_cpus(unsigned *cpus, unsigned max)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    unsigned n = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (unsigned cpu = 0; cpu < CPU_SETSIZE && n < max; cpu++)
+            if (CPU_ISSET(cpu, &set))
+                cpus[n++] = cpu;
+    return n;
+}
+
 static void part_run(tt__work *w, tt__member *m)
 {
     (void)m;
@@ -418,36 +425,21 @@ static void part_run(tt__work *w, tt__member *m)
     unsigned rank = pw->rank;
     uint32_t gen0 = pw->gen0;
     cpu_set_t saved;
-    bool pinned = false;
-    if (pw->pin && sched_getaffinity(0, sizeof saved, &saved) == 0) {
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(pw->cpu, &one);
-        pinned = sched_setaffinity(0, sizeof one, &one) == 0;
-    }
+    bool pinned = pw->pin && pin_to(pw->cpu, &saved);
     /* pw lives in the leader's frame until the end command's join: after
      * participate returns, it may be gone. */
     participate(c, rank, gen0);
     if (pinned)
-        sched_setaffinity(0, sizeof saved, &saved);
+        unpin(&saved);
 }
 
 /* Post the participant loop to every member of c (participants 1..). */
 static void start_members(tt__ctl *c, part_work *works, bool pin)
 {
     unsigned cpus[c->size > 0 ? c->size : 1];
-    unsigned ncpu = 0;
-    if (pin) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        if (sched_getaffinity(0, sizeof set, &set) == 0) {
-            for (unsigned cpu = 0; cpu < CPU_SETSIZE && ncpu < c->size; cpu++)
-                if (CPU_ISSET(cpu, &set))
-                    cpus[ncpu++] = cpu;
-        }
-        if (ncpu == 0)
-            pin = false;
-    }
+    unsigned ncpu = pin ? pin_cpus(cpus, c->size) : 0;
+    if (ncpu == 0)
+        pin = false;
     uint32_t gen0 = atomic_load_explicit(&c->gen.word, memory_order_relaxed);
     for (unsigned p = 1; p < c->size; p++) {
         works[p - 1] = (part_work){.w = {part_run}, .c = c, .rank = p, .gen0 = gen0,
@@ -480,6 +472,45 @@ void tt_team_opts_init(tt_team_opts *opts)
 /* Entries on a token with team authority: the scope is already there. */
 static int team_scope_carried(tt__exec *x, tt_scope_fn fn, void *arg);
 
+/* A root scope on the caller's own team: region thread 0 is the leader
+ * and runs the callback, threads 1..size-1 take part in the control block
+ * directly (no mailbox), the others leave at once. */
+typedef struct scope_region {
+    tt__ctl *c;
+    tt_scope *view;
+    tt_scope_fn fn;
+    void *arg;
+    const unsigned *cpus; /* pinning: participant k on cpus[k % ncpu]     */
+    unsigned ncpu;
+    bool short_team;
+} scope_region;
+
+static void scope_region_member(void *ctx, unsigned k, unsigned got)
+{
+    scope_region *r = ctx;
+    tt__ctl *c = r->c;
+    if (got < c->size) {
+        if (k == 0)
+            r->short_team = true;
+        return;
+    }
+    if (k >= c->size)
+        return;
+    tt__region_member_enter(c->crew, k);
+    c->crew->be->confine();
+    if (k == 0) {
+        r->fn(r->arg, r->view);
+        end_members(c);
+    } else {
+        cpu_set_t saved;
+        bool pinned = r->ncpu > 0 && pin_to(r->cpus[k % r->ncpu], &saved);
+        participate(c, k, 0);
+        if (pinned)
+            unpin(&saved);
+    }
+    tt__region_member_leave(c->crew, k);
+}
+
 int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, void *arg)
 {
     tt__exec *x = ex ? tt__x(ex) : NULL;
@@ -497,14 +528,14 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
 
     tt_pool *pool = x->pool;
     unsigned budget = x->budget;
-    if (budget == 1 || !pool || !pool->crew) {
+    if (budget == 1 || !pool || pool->width <= 1) {
         /* A scope of the leader alone: no member, no scheduler call. */
         rc = tt__exec_enter(x);
         if (rc)
             return rc;
         tt__ctl c;
         tt__wait_policy pol = {0};
-        ctl_init(&c, pool, 1, NULL, &pol, x->ledger);
+        ctl_init(&c, pool, NULL, 1, NULL, &pol, x->ledger);
         tt_scope view = {.c = &c, .size = 1, .ledger = x->ledger};
         tt__exec_suspend(x);
         fn(arg, &view);
@@ -514,7 +545,8 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
     }
 
     uint64_t timeout = pool->attr.acquire_timeout_ns;
-    tt__wait_policy pol = pool->crew->team_pol;
+    tt__wait_policy pol = {.spin_polls = pool->attr.spin_polls,
+                           .throttled = pool->width > tt__cpu_count_cached()};
     bool pin = pool->attr.pin_participants;
     if (opts) {
         if (opts->acquire_timeout_ns != UINT64_MAX)
@@ -526,46 +558,102 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
     }
     pin = pin && pin_allowed();
 
-    /* The members: a member's token holds a gang part that starts with the
-     * caller; a plain thread (or a member without one) acquires them. The
-     * acquisition comes before the token is consumed, so that a refusal
+    /* The members. A member's token holds a gang part that starts with the
+     * caller; a member takes what else it needs from the free slots of its
+     * private crew without waiting, or is refused at once (a member never
+     * waits for members: those it would wait for may be held by its own
+     * root until this very job returns). A plain thread takes `budget`
+     * slots, its own included, waiting up to the acquire timeout, and runs
+     * on its own team's region, or on the private crew where it cannot.
+     * Everything is taken before the token is consumed, so that a refusal
      * consumes nothing. */
-    int self = tt__pool_member_of(pool);
-    uint32_t members[budget];
+    tt__crew *crew = NULL;
+    int self = tt__pool_member_of(pool, &crew);
+    uint32_t members[budget], slots[budget];
     unsigned have = 0, taken = 0;
-    if (x->gang && x->gang_cnt > 0) {
-        if (self < 0 || x->gang[x->gang_off] != (uint32_t)self)
-            return TT_EWRONGTHREAD;
-        for (uint32_t i = 1; i < x->gang_cnt && have < budget - 1; i++)
-            members[have++] = x->gang[x->gang_off + i];
-    }
-    if (have < budget - 1) {
-        taken = budget - 1 - have;
-        rc = tt__gang_acquire(pool, taken, members + have, timeout == 0 ? 0 : timeout);
+    bool region = false;
+    if (self >= 0) {
+        if (x->gang && x->gang_cnt > 0) {
+            if (x->gang[x->gang_off] != (uint32_t)self)
+                return TT_EWRONGTHREAD;
+            for (uint32_t i = 1; i < x->gang_cnt && have < budget - 1; i++)
+                members[have++] = x->gang[x->gang_off + i];
+        }
+        if (have < budget - 1) {
+            if (crew->kind != TT__CREW_PRIVATE)
+                return TT_REFUSED_UNAVAILABLE;
+            taken = budget - 1 - have;
+            rc = tt__gang_try_acquire_all(pool, taken, slots);
+            if (rc)
+                return rc;
+            for (unsigned i = 0; i < taken; i++)
+                members[have + i] = slots[i];
+        }
+    } else if (x->gang && x->gang_cnt > 0) {
+        return TT_EWRONGTHREAD;
+    } else {
+        bool private = tt__pool_uses_private_crew(pool);
+        if (private) {
+            rc = tt__pool_private_crew(pool, &crew);
+            if (rc)
+                return rc;
+        }
+        taken = budget;
+        rc = tt__gang_acquire(pool, budget, slots, timeout);
         if (rc)
             return rc;
-        if (self < 0)
-            tt__ledger_install(pool);
+        tt__ledger_install(pool);
+        if (!private) {
+            crew = tt__region_crew_get(pool);
+            if (!crew) {
+                tt__gang_release(pool, taken, slots);
+                return TT_ENOMEM;
+            }
+            region = true;
+        }
+        /* On the private crew the leader is not a member: its slot is the
+         * first, and participants 1.. run on the members of the others. */
+        for (unsigned i = 1; i < budget; i++)
+            members[have++] = slots[i];
     }
     rc = tt__exec_enter(x);
     if (rc) {
+        if (region)
+            tt__region_crew_put(pool, crew);
         if (taken)
-            tt__gang_release(pool, taken, members + have);
+            tt__gang_release(pool, taken, slots);
         return rc;
     }
+    pol.throttled = pol.throttled || budget > tt__cpu_count_cached();
     tt__ctl c;
-    ctl_init(&c, pool, budget, members, &pol, x->ledger);
-    part_work works[budget - 1];
-    start_members(&c, works, pin);
     tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
     tt__exec_suspend(x);
-    fn(arg, &view);
+    if (region) {
+        unsigned cpus[budget];
+        ctl_init(&c, pool, crew, budget, NULL, &pol, x->ledger);
+        scope_region r = {.c = &c, .view = &view, .fn = fn, .arg = arg, .cpus = cpus,
+                          .ncpu = pin ? pin_cpus(cpus, budget) : 0};
+        tt__backend_get()->region(pool->width, scope_region_member, &r);
+        tt__region_crew_put(pool, crew);
+        if (r.short_team) {
+            /* The team came out narrower than the scope (a thread limit):
+             * take the private crew with the same slots. */
+            rc = tt__pool_private_crew(pool, &crew);
+            region = false;
+        }
+    }
+    if (!region && rc == TT_OK) {
+        ctl_init(&c, pool, crew, budget, members, &pol, x->ledger);
+        part_work works[budget - 1];
+        start_members(&c, works, pin);
+        fn(arg, &view);
+        end_members(&c);
+    }
     tt__exec_resume(x);
-    end_members(&c);
     if (taken)
-        tt__gang_release(pool, taken, members + have);
+        tt__gang_release(pool, taken, slots);
     tt__exec_leave(x);
-    return TT_OK;
+    return rc;
 }
 
 int tt_team_scope(tt_exec *ex, tt_scope_fn fn, void *arg)
@@ -745,6 +833,11 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
     pthread_mutex_unlock(&pool->lock);
     int rc = owned ? TT_EBUSY : TT_OK;
     t->lends = pool->attr.idle_serves_pool;
+    /* A persistent team holds its members between leaders, who may come
+     * from any thread: it runs on the private crew. */
+    tt__crew *crew = NULL;
+    if (rc == TT_OK && nm > 0)
+        rc = tt__pool_private_crew(pool, &crew);
     if (rc == TT_OK && nm > 0 && !t->lends)
         rc = tt__gang_acquire(pool, nm, t->members, pool->attr.acquire_timeout_ns);
     if (rc != TT_OK) {
@@ -762,8 +855,8 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
     }
     t->pool = pool;
     t->width = width;
-    tt__wait_policy pol = pool->crew ? pool->crew->team_pol : (tt__wait_policy){0};
-    ctl_init(&t->ctl, pool, width, t->members, &pol, NULL);
+    tt__wait_policy pol = crew ? crew->team_pol : (tt__wait_policy){0};
+    ctl_init(&t->ctl, pool, crew, width, t->members, &pol, NULL);
     if (nm > 0 && !t->lends)
         start_members(&t->ctl, t->works, pool->attr.pin_participants && pin_allowed());
     t->lent = t->lends && nm > 0;

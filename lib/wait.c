@@ -177,3 +177,14 @@ void tt__join_wait(tt__join *j, const tt__wait_policy *pol, tt__wait_stats *stat
         v &= ~TT__JOIN_SLEEPING;
     }
 }
+
+/* Test hook: one spin, throttled or not, on a word that never changes;
+ * returns whether the word changed (never). A throttled spin ends after
+ * TT__THROTTLED_POLLS polls whatever `spin_polls` says, which the test
+ * proves by asking for 2^40 polls under a timeout. */
+bool tt__test_spin_once(uint64_t spin_polls, bool throttled)
+{
+    _Atomic uint32_t word = 0;
+    tt__wait_policy pol = {.spin_polls = spin_polls, .throttled = throttled};
+    return tt__wait_spin_ne(&word, 0, &pol, NULL);
+}

@@ -14,6 +14,9 @@
 #include "tt_test.h"
 
 #include <limits.h>
+#if TT_PARALLEL_ENABLED
+#include <omp.h>
+#endif
 
 #define ck_rc(got, want)                                                       \
     ck_assert_msg((got) == (want), "%s: got %s, want %s", #got, tt_status_name(got),     \
@@ -291,6 +294,10 @@ static void *narrow_main(void *arg)
     return NULL;
 }
 
+/* The default width is the building thread's nthreads-var
+ * (omp_get_max_threads), not its affinity set: a thread narrowed to one
+ * CPU (as libgomp's OMP_PROC_BIND narrows the initial thread) still builds
+ * a pool as wide as the application's own regions. */
 START_TEST(test_pool_width_zero_follows_affinity)
 {
     narrow_args n = {-1, 0, 0};
@@ -299,7 +306,44 @@ START_TEST(test_pool_width_zero_follows_affinity)
     ck_assert(tt_join_timeout(t, 30));
     ck_assert_uint_eq(n.cpus, 1);
     ck_rc(n.rc, TT_OK);
+#if TT_PARALLEL_ENABLED
+    ck_assert_uint_eq(n.width, (unsigned)omp_get_max_threads());
+#else
     ck_assert_uint_eq(n.width, 1);
+#endif
+}
+END_TEST
+
+#if TT_PARALLEL_ENABLED
+static void *width3_main(void *arg)
+{
+    unsigned *w = arg;
+    omp_set_num_threads(3);
+    tt_pool *p = NULL;
+    if (tt_pool_create(&p, NULL) == TT_OK) {
+        *w = tt_pool_width(p);
+        tt_pool_destroy(p);
+    }
+    return NULL;
+}
+#endif
+
+START_TEST(test_pool_default_width_is_max_threads)
+{
+    tt_pool *p = NULL;
+    ck_rc(tt_pool_create(&p, NULL), TT_OK);
+#if TT_PARALLEL_ENABLED
+    ck_assert_uint_eq(tt_pool_width(p), (unsigned)omp_get_max_threads());
+    /* another thread's nthreads-var gives its pools their width */
+    unsigned w = 0;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, width3_main, &w), 0);
+    ck_assert(tt_join_timeout(t, 30));
+    ck_assert_uint_eq(w, 3);
+#else
+    ck_assert_uint_eq(tt_pool_width(p), 1);
+#endif
+    ck_rc(tt_pool_destroy(p), TT_OK);
 }
 END_TEST
 
@@ -372,10 +416,11 @@ START_TEST(test_pool_accessors)
     cnt c = {0};
     ck_rc(tt_fork(&ex, 3, job_cnt, &c), TT_OK);
     ck_assert_int_eq(atomic_load(&c.n), 3);
-#if TT_PARALLEL_ENABLED
-    ck_assert_uint_gt(tt_pool_member_stack_size(p), 0);
-#else
+    /* a default pool has no private crew: its roots run on this thread's
+     * own OpenMP team, whose stacks are libgomp's */
     ck_assert_uint_eq(tt_pool_member_stack_size(p), 0);
+#if !TT_PARALLEL_ENABLED
+
     ck_assert_uint_eq(wc.join_sleeps + wc.barrier_sleeps + wc.member_parks + wc.preemptions +
                           wc.wakes,
                       0);
@@ -386,6 +431,19 @@ END_TEST
 
 /* The pool works with waits that sleep at once. */
 
+/* Job 0 of two gets a share of 2 and forks in it: its second member waits
+ * in its mailbox for that work. */
+static void job_nested_cnt(void *arg, unsigned i, tt_exec *child)
+{
+    cnt *c = arg;
+    if (i == 0) {
+        tt_sleep_us(300); /* the second member of the share waits meanwhile */
+        ck_rc(tt_fork(child, 2, job_cnt, c), TT_OK);
+    } else {
+        atomic_fetch_add(&c->n, 2);
+    }
+}
+
 START_TEST(test_pool_no_spin)
 {
     tt_pool *p = tt_make_pool_spin(3, 0, 0);
@@ -393,12 +451,12 @@ START_TEST(test_pool_no_spin)
     for (int r = 0; r < 50; r++) {
         tt_exec ex;
         ck_rc(tt_exec_init(&ex, p, 3), TT_OK);
-        ck_rc(tt_fork(&ex, 3, job_cnt, &c), TT_OK);
+        ck_rc(tt_fork(&ex, 2, job_nested_cnt, &c), TT_OK);
         if (r == 25)
             ck_rc(tt_pool_release_idle(p), TT_OK);
-        tt_sleep_us(500); /* idle members with no spin park meanwhile */
+        tt_sleep_us(500);
     }
-    ck_assert_int_eq(atomic_load(&c.n), 150);
+    ck_assert_int_eq(atomic_load(&c.n), 200);
     tt_wait_counts wc;
     ck_rc(tt_pool_wait_counts(p, &wc), TT_OK);
 #if TT_PARALLEL_ENABLED
@@ -683,7 +741,8 @@ START_TEST(test_pool_stack_size)
         /* a stack size makes the members dedicated: joined by the destroy */
         ck_assert_int_eq(tt_count_threads(), before);
     }
-    /* the default pool's member 0: 16 MiB */
+    /* A default pool's member 0 is the calling thread (participant 0 of its
+     * own team's region): its stack is the caller's own. */
 #if TT_PARALLEL_ENABLED
     tt_pool_attr *a = NULL;
     ck_rc(tt_pool_attr_create(&a), TT_OK);
@@ -697,8 +756,15 @@ START_TEST(test_pool_stack_size)
     tt_exec ex;
     ck_rc(tt_exec_init(&ex, p, 2), TT_OK);
     ck_rc(tt_fork(&ex, 2, job_stack, &s), TT_OK);
-    ck_assert_msg(atomic_load(&s.stack_of[0]) >= ((size_t)16 << 20),
-                  "a default pool's member 0 has a %zu-byte stack", atomic_load(&s.stack_of[0]));
+    size_t mine = 0;
+    pthread_attr_t pa;
+    if (pthread_getattr_np(pthread_self(), &pa) == 0) {
+        pthread_attr_getstacksize(&pa, &mine);
+        pthread_attr_destroy(&pa);
+    }
+    ck_assert_msg(atomic_load(&s.stack_of[0]) == mine,
+                  "a default pool's member 0 has a %zu-byte stack, the caller %zu",
+                  atomic_load(&s.stack_of[0]), mine);
     ck_rc(tt_pool_destroy(p), TT_OK);
 #endif
 }
@@ -740,6 +806,7 @@ static Suite *attr_suite(void)
     tc = tt_tcase(s, "widths", 30);
     tcase_add_test(tc, test_pool_width_zero_is_all_cpus);
     tcase_add_test(tc, test_pool_width_zero_follows_affinity);
+    tcase_add_test(tc, test_pool_default_width_is_max_threads);
     tcase_add_test(tc, test_pool_absurd_widths);
     tcase_add_test(tc, test_pool_accessors);
     tcase_add_test(tc, test_pool_no_spin);

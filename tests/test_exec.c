@@ -1204,9 +1204,16 @@ START_TEST(test_serial_starts_no_thread_here)
     ck_assert_int_eq(atomic_load(&tt_pthread_creates) - creates0, 0);
 #if TT_PARALLEL_ENABLED
     /* the counter sees the library's threads (so the zero above means
-     * something): a width-2 pool starts at least one */
+     * something): a width-2 pool with dedicated members starts at least one
+     * when it is built */
     long c1 = atomic_load(&tt_pthread_creates);
-    tt_pool *p = tt_make_pool(2);
+    tt_pool_attr *a = NULL;
+    ck_rc(tt_pool_attr_create(&a), TT_OK);
+    ck_rc(tt_pool_attr_set_threads(a, 2), TT_OK);
+    ck_rc(tt_pool_attr_set_thread_name(a, "ttcnt"), TT_OK);
+    tt_pool *p = NULL;
+    ck_rc(tt_pool_create(&p, a), TT_OK);
+    tt_pool_attr_destroy(a);
     long made = atomic_load(&tt_pthread_creates) - c1;
     tt_free_pool(p);
     ck_assert_msg(made >= 1, "the pthread_create counter missed a width-2 pool's threads");

@@ -111,8 +111,9 @@ static void check_fork_result(fork_rec *r, unsigned jobs, unsigned budget, const
         count_of[t]++;
     }
     if (plain_caller && TT_PARALLEL_ENABLED && ntasks > 1) {
-        /* A plain thread's tasks run on distinct members: one thread per
-         * task, each a contiguous block, sizes differing by at most one. */
+        /* A plain thread's root is a region on its own team: one thread per
+         * task, each a contiguous block, sizes differing by at most one; the
+         * caller is participant 0 and runs the first task itself. */
         TT_REQUIRE(nthreads == ntasks, "%s: %u threads ran the %u tasks", msg, nthreads,
                       ntasks);
         int lo = INT32_MAX, hi = 0;
@@ -123,9 +124,11 @@ static void check_fork_result(fork_rec *r, unsigned jobs, unsigned budget, const
             hi = count_of[t] > hi ? count_of[t] : hi;
         }
         TT_REQUIRE(hi - lo <= 1, "%s: block sizes from %d to %d", msg, lo, hi);
+        unsigned first_block = jobs / ntasks + (jobs % ntasks ? 1u : 0u);
         for (unsigned i = 0; i < jobs; i++) {
-            TT_REQUIRE(!atomic_load(&r->on_caller[i]),
-                          "%s: job %u ran on the plain calling thread", msg, i);
+            TT_REQUIRE(atomic_load(&r->on_caller[i]) == (i < first_block),
+                       "%s: job %u ran %s the plain calling thread", msg, i,
+                       i < first_block ? "off" : "on");
             TT_REQUIRE(atomic_load(&r->member[i]) >= 0, "%s: job %u ran off the pool", msg, i);
         }
     }
@@ -255,13 +258,10 @@ static void job_inner(void *arg, unsigned i, tt_exec *child)
     bool here = pthread_equal(pthread_self(), n->outer_thread[a->outer]);
     unsigned ntasks = n->inner_jobs < n->outer_budget[a->outer] ? n->inner_jobs
                                                                  : n->outer_budget[a->outer];
-    if (n->outer_member[a->outer]) {
-        /* a member runs the first task itself */
+    if (n->outer_member[a->outer] || (TT_PARALLEL_ENABLED && ntasks > 1)) {
+        /* a member runs the first task itself, and so does a plain thread
+         * (the outer job ran inline), participant 0 of its own region */
         if (i == 0 && !here)
-            atomic_fetch_add(&n->bad_first_task, 1);
-    } else if (TT_PARALLEL_ENABLED && ntasks > 1) {
-        /* a plain thread (the outer job ran inline) enters and waits */
-        if (here)
             atomic_fetch_add(&n->bad_first_task, 1);
     } else if (!here) {
         atomic_fetch_add(&n->bad_first_task, 1); /* one task: inline */

@@ -60,6 +60,12 @@
 /* Internal to the library (alloc.c): the Nth allocation / the Nth thread
  * start from now fails; 0 disarms. */
 void tt__fault_inject(long alloc_nth, long thread_nth);
+/* Test hook (internal): every root runs on its pool's private crew, as in a
+ * fork() child of a multi-threaded parent. The isolated children of this
+ * file test the private crew and its cache (whether a child of the test
+ * runner is multi-threaded at fork time is not the test's to decide), and
+ * run under ThreadSanitizer as exec'd processes, where no fork is seen. */
+void tt__test_force_private_crew(bool on);
 
 #define LC_MAXW 64
 
@@ -227,7 +233,7 @@ static tt_pool_attr *lc_attr(unsigned width, int kind)
 
 /* A pool of a kind; records a failure (any thread, any process) and
  * returns NULL when it cannot be built. */
-static tt_pool *lc_pool(unsigned width, int kind)
+static tt_pool *lc_pool_raw(unsigned width, int kind)
 {
     tt_pool_attr *a = lc_attr(width, kind);
     TT_CHECK(a != NULL, "attributes for a %s pool", lc_kind_name[kind]);
@@ -242,6 +248,20 @@ static tt_pool *lc_pool(unsigned width, int kind)
         TT_CHECK(tt_pool_width(p) == tt_expect_width(width), "width %u, asked %u",
                  tt_pool_width(p), width);
     return rc == TT_OK ? p : NULL;
+}
+
+static bool lc_use(tt_pool *p);
+
+/* A default pool starts no thread when it is built. In a fork() child
+ * (where every LC_ISOLATED test runs) its roots run on its private crew,
+ * which starts on first need: lc_pool starts it, so that the
+ * thread counts of the cache tests see it. */
+static tt_pool *lc_pool(unsigned width, int kind)
+{
+    tt_pool *p = lc_pool_raw(width, kind);
+    if (p && kind == LC_DEFAULT && tt_pool_width(p) > 1)
+        TT_CHECK(lc_use(p), "first use of a default pool");
+    return p;
 }
 
 static void lc_destroy(tt_pool *p)
@@ -288,6 +308,24 @@ static bool lc_use(tt_pool *p)
         }
     }
     return ok;
+}
+
+/* The status of a first fork over the whole pool; with `check_unconsumed`,
+ * a failed entry must have left its token usable (tt_exec_finish ends it). */
+static int lc_first_use_rc(tt_pool *p, bool check_unconsumed)
+{
+    tt_exec ex;
+    int rc = tt_exec_init(&ex, p, tt_pool_width(p));
+    if (rc)
+        return rc;
+    rc = tt_fork(&ex, tt_pool_width(p), lc_noop_job, NULL);
+    if (rc != TT_OK && check_unconsumed)
+        TT_CHECK(tt_exec_budget(&ex) == tt_pool_width(p) && tt_carries_team(&ex) == false &&
+                     tt_can_broadcast(&ex),
+                 "a failed first use consumed its token");
+    if (rc != TT_OK)
+        tt_exec_finish(&ex);
+    return rc;
 }
 
 /* What each member reports in a broadcast over the whole pool. */
@@ -443,6 +481,7 @@ static int lc_fork_run(lc_child_fn fn, void *arg, double timeout_s)
         signal(SIGALRM, SIG_DFL);
         alarm((unsigned)tt_timeout(timeout_s) + 1);
         tt_reset_failures();
+        tt__test_force_private_crew(true);
         lc_settle_runtime();
         int rc = fn(arg);
         if (rc == 0 && tt_failures())
@@ -2052,6 +2091,22 @@ static int lc_child_fail_thread(void *arg)
             tt_pool *p = (tt_pool *)&base; /* must be reset to NULL */
             tt__fault_inject(0, 1);
             int rc = tt_pool_create(&p, a);
+            if (TT_PARALLEL_ENABLED && kinds[i] == LC_DEFAULT) {
+                /* A default pool starts no thread when it is built: its
+                 * private crew starts on first need, and that entry reports
+                 * the refusal, consuming nothing. */
+                TT_CHECK(rc == TT_OK, "default width %u: %s", widths[wi], tt_status_name(rc));
+                rc = rc == TT_OK ? lc_first_use_rc(p, true) : rc;
+                tt__fault_inject(0, 0);
+                tt_pool_attr_destroy(a);
+                TT_CHECK(rc == TT_EAGAIN, "default width %u, first use: %s, expected TT_EAGAIN",
+                         widths[wi], tt_status_name(rc));
+                TT_CHECK(lc_threads_settle(base) == base, "%d threads left, base %d",
+                         tt_count_threads(), base);
+                if (p != (tt_pool *)&base && p)
+                    lc_destroy(p);
+                continue;
+            }
             tt__fault_inject(0, 0);
             tt_pool_attr_destroy(a);
             if (!TT_PARALLEL_ENABLED) {
@@ -2212,7 +2267,18 @@ static int lc_child_nproc(void *arg)
         tt_pool_attr *a = lc_attr(2, kind);
         int rc = tt_pool_create(&p, a);
         tt_pool_attr_destroy(a);
-        if (TT_PARALLEL_ENABLED) {
+        if (TT_PARALLEL_ENABLED && kind == LC_DEFAULT) {
+            /* Built without a thread; the first entry that needs the
+             * private crew is refused. */
+            TT_CHECK(rc == TT_OK, "default width 2 under RLIMIT_NPROC=%d: %s", mine + 1,
+                     tt_status_name(rc));
+            if (rc == TT_OK) {
+                rc = lc_first_use_rc(p, true);
+                TT_CHECK(rc == TT_EAGAIN, "default width 2 under RLIMIT_NPROC=%d, first use: %s",
+                         mine + 1, tt_status_name(rc));
+                lc_destroy(p);
+            }
+        } else if (TT_PARALLEL_ENABLED) {
             TT_CHECK(rc == TT_EAGAIN, "%s width 2 under RLIMIT_NPROC=%d: %s, expected TT_EAGAIN",
                      lc_kind_name[kind], mine + 1, tt_status_name(rc));
             TT_CHECK(p == NULL, "*pool not NULL");
@@ -2741,6 +2807,7 @@ int main(int argc, char **argv)
         const char *arg = argc >= 4 ? argv[3] : "";
         tt_reset_failures();
         lc_settle_runtime();
+        tt__test_force_private_crew(true);
         if (strcmp(argv[2], "run") == 0)
             return lc_mode_run(arg);
         if (strcmp(argv[2], "cache-model") == 0)

@@ -133,10 +133,15 @@ START_TEST(test_placement_plain_thread)
                 ck_assert_int_eq(jobs, kind == P_EXT ? 1 : (int)tasks);
                 bool dispatched = eb > 1;
                 if (dispatched) {
-                    /* a plain thread enters the pool and waits: nothing on it */
-                    ck_assert_msg(atomic_load(&c.on_caller) == 0,
-                                  "kind %d budget %u: work ran on the plain caller", kind, eb);
-                    ck_assert_int_eq(atomic_load(&c.on_member), jobs);
+                    /* a plain thread's root is a region on its own team: the
+                     * caller is participant 0 and runs one task (member 0);
+                     * a full-width tt_external runs on the caller outside
+                     * any region of ours */
+                    ck_assert_msg(atomic_load(&c.on_caller) == 1,
+                                  "kind %d budget %u: %d tasks ran on the plain caller", kind, eb,
+                                  atomic_load(&c.on_caller));
+                    bool top = kind == P_EXT && eb == tt_pool_width(pool);
+                    ck_assert_int_eq(atomic_load(&c.on_member), top ? 0 : jobs);
                 } else {
                     /* inline: on the caller, not a member */
                     ck_assert_msg(atomic_load(&c.on_caller) == jobs,
@@ -457,9 +462,13 @@ static void run_cross(tt_pool *a, tt_pool *b, unsigned a_budget, unsigned a_jobs
     ck_assert_int_eq(atomic_load(&c->b_jobs), (int)(a_jobs * bb));
     ck_assert_int_eq(atomic_load(&c->a_job_is_b_member), 0);
     if (TT_PARALLEL_ENABLED && bb > 1) {
-        /* a member of A is a plain thread of B: B's tasks run on B */
+        /* B's tasks run on B's members. A member of A is inside A's region:
+         * its B root runs on B's private crew, and nothing of it on the A
+         * thread. An A job that ran inline on the plain test thread (budget
+         * 1) is outside any region: its B root is a region on that thread's
+         * own team, which runs B's first task (one job) itself. */
         ck_assert_int_eq(atomic_load(&c->b_on_b_member), atomic_load(&c->b_jobs));
-        ck_assert_int_eq(atomic_load(&c->b_on_a_thread), 0);
+        ck_assert_int_eq(atomic_load(&c->b_on_a_thread), a_budget > 1 ? 0 : (int)a_jobs);
     }
     ck_assert_int_eq(atomic_load(&c->b_bcast), (int)(a_jobs * bb));
     ck_assert_int_eq(atomic_load(&c->b_bcast_bad), 0);
