@@ -89,19 +89,33 @@ static unsigned omp_region(unsigned width, tt__region_fn fn, void *ctx)
      * put back after): libgomp then forms exactly `width` threads unless a
      * thread limit or max-active-levels forbids it, and the caller checks
      * the team it got. The caller's nthreads-var is not touched: the
-     * num_threads clause overrides it for this region alone. */
+     * num_threads clause overrides it for this region alone.
+     *
+     * `go` and `done` state in the C memory model what libgomp's barriers
+     * do (a release before the region, an acquire by each participant; a
+     * release by each at its end, an acquire after the join): everything
+     * the caller wrote before is visible to the participants, and
+     * everything they wrote is visible after. libgomp's own barriers give
+     * that too, but through futexes and atomics that ThreadSanitizer cannot
+     * see in an uninstrumented libgomp. One RMW per participant. */
     int dyn = omp_get_dynamic();
     if (dyn)
         omp_set_dynamic(0);
     unsigned got = 0;
-#pragma omp parallel num_threads(width)
+    _Atomic uint32_t go, done;
+    atomic_store_explicit(&done, 0, memory_order_relaxed);
+    atomic_store_explicit(&go, 1, memory_order_release);
+#pragma omp parallel num_threads(width) shared(go, done, got)
     {
+        (void)atomic_load_explicit(&go, memory_order_acquire);
         unsigned n = (unsigned)omp_get_num_threads();
         unsigned k = (unsigned)omp_get_thread_num();
         if (k == 0)
             got = n;
         fn(ctx, k, n);
+        atomic_fetch_add_explicit(&done, 1, memory_order_release);
     }
+    (void)atomic_load_explicit(&done, memory_order_acquire);
     if (dyn)
         omp_set_dynamic(dyn);
     return got;
@@ -111,8 +125,12 @@ static void omp_confine(void) { omp_set_num_threads(1); }
 
 static bool omp_in_parallel_any(void) { return omp_get_level() > 0; }
 
+/* The width of the application's own regions: nthreads-var, or 1 when
+ * OMP_MAX_ACTIVE_LEVELS=0 serialises every region. */
 static unsigned omp_max_threads(void)
 {
+    if (omp_get_max_active_levels() == 0)
+        return 1;
     int n = omp_get_max_threads();
     return n > 0 ? (unsigned)n : 1u;
 }
