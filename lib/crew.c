@@ -442,5 +442,5 @@ void tt__crew_atfork_child(void)
     }
     cache_head = NULL;
     cache_threads = 0;
-    pthread_mutex_init(&cache_lock, NULL);
+    pthread_mutex_unlock(&cache_lock); /* taken in prepare by this thread */
 }

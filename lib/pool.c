@@ -148,7 +148,9 @@ static void atfork_child(void)
     if (fork_multithreaded)
         atomic_store_explicit(&tt__fork_tainted, true, memory_order_relaxed);
     tt__crew_atfork_child();
-    pthread_mutex_init(&shell_lock, NULL);
+    /* The forking thread took the lock in atfork_prepare and is the child's
+     * only thread: it owns it, and unlocks it. */
+    pthread_mutex_unlock(&shell_lock);
 }
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
