@@ -15,6 +15,12 @@
  *                               call of 5 us per thread: omp = a second
  *                               `omp parallel`; tt = a tt_for_ranges on a
  *                               token per call
+ *                    external   OpenBLAS's dgemm (OpenMP build, linked
+ *                               normally), n x n (--n 32,64,128,256,512):
+ *                               omp = the direct call at the same width;
+ *                               tt = through tt_external on a token of the
+ *                               pool's full width, minted per call
+ *                               (built only when configure found OpenBLAS)
  * Prints one line per configuration: `scenario param us_per_call`, the
  * median over --reps repetitions of --calls calls each.
  * Width: omp_get_max_threads() (all CPUs unless OMP_NUM_THREADS says).
@@ -22,9 +28,14 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "config.h"
 #include "threadteam.h"
 
 #include <omp.h>
+#include <stdbool.h>
+#if TT_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +79,22 @@ static void axpy_body(void *arg, size_t b, size_t e)
     for (size_t i = b; i < e; i++)
         p->y[i] += p->a * p->x[i];
 }
+
+#if TT_HAVE_OPENBLAS
+typedef struct gemm {
+    int n;
+    const double *a, *b;
+    double *c;
+} gemm;
+
+static void gemm_call(void *arg, unsigned width)
+{
+    (void)width; /* OpenBLAS takes omp_get_max_threads(), which is width */
+    gemm *g = arg;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->n, g->n, g->n, 1.0, g->a, g->n, g->b,
+                g->n, 0.0, g->c, g->n);
+}
+#endif
 
 static void work_body(void *arg, size_t b, size_t e)
 {
@@ -172,6 +199,52 @@ int main(int argc, char **argv)
                 rep_us[r] = (now_us() - t0) / c;
         }
         printf("%s 5us %.3f\n", scenario, median(rep_us, reps));
+    } else if (!strcmp(scenario, "external")) {
+#if TT_HAVE_OPENBLAS
+        if (nsizes == 3 && sizes[0] == 1000) {
+            static const size_t ns[] = {32, 64, 128, 256, 512};
+            nsizes = 5;
+            for (int i = 0; i < 5; i++)
+                sizes[i] = ns[i];
+        }
+        for (int s = 0; s < nsizes; s++) {
+            int n = (int)sizes[s];
+            size_t nn = (size_t)n * (size_t)n;
+            double *a = malloc(nn * sizeof *a), *b = malloc(nn * sizeof *b),
+                   *c = malloc(nn * sizeof *c);
+            for (size_t i = 0; i < nn; i++) {
+                a[i] = (double)(i % 7) * 0.5;
+                b[i] = (double)(i % 5) * 0.25;
+            }
+            gemm g = {n, a, b, c};
+            double flops = 2.0 * n * (double)n * n;
+            int cnt = calls ? calls : (int)(2e8 / flops) + 3;
+            if (cnt > 20000)
+                cnt = 20000;
+            for (int r = -1; r < reps; r++) {
+                double t0 = now_us();
+                for (int k = 0; k < cnt; k++) {
+                    if (tt) {
+                        tt_exec ex;
+                        tt_exec_init(&ex, pool, W);
+                        tt_external(&ex, gemm_call, &g);
+                    } else {
+                        gemm_call(&g, W);
+                    }
+                }
+                if (r >= 0)
+                    rep_us[r] = (now_us() - t0) / cnt;
+            }
+            printf("external n=%d %.3f\n", n, median(rep_us, reps));
+            free(a);
+            free(b);
+            free(c);
+        }
+#else
+        fprintf(stderr, "bench_paths: built without OpenBLAS (configure did not find its "
+                        "OpenMP build): no external scenario\n");
+        return 3;
+#endif
     } else {
         fprintf(stderr, "bench_paths: unknown scenario %s\n", scenario);
         return 2;

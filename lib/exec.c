@@ -124,11 +124,15 @@ int tt__exec_check(const tt__exec *x)
     return TT_OK;
 }
 
-/* Claim the token for an entry and consume it. Fails with TT_EBUSY when a
- * reborrowed descendant is inside an entry (its count sits in busy) or an
- * ancestor entered meanwhile. The ancestors count this entry, so that their
- * own entries see it. */
-int tt__exec_enter(tt__exec *x)
+/* Claim the token for an entry, without consuming it: fails with TT_EBUSY
+ * when a reborrowed descendant is inside an entry (its count sits in busy)
+ * or an ancestor entered meanwhile, and with TT_EDESTROYED when the pool is
+ * gone. The ancestors count this entry, so that their own entries see it,
+ * and the pool counts it as an entry, so that from here on a destroy from
+ * another thread is refused (TT_EBUSY) instead of tearing the pool down
+ * under it: an entry touches the pool (its crews, slots, lock) only after
+ * its claim. */
+int tt__exec_claim(tt__exec *x)
 {
     uint32_t zero = 0;
     /* acq_rel pairs with the release in leave() of a child on another
@@ -158,19 +162,41 @@ int tt__exec_enter(tt__exec *x)
             return rc;
         }
     }
-    /* Consume with a compare-and-swap, so that of two threads that raced
-     * into one token (a misuse: tokens are not shared) only one runs. */
+    return TT_OK;
+}
+
+/* Undo a claim: the entry was refused, and nothing was consumed. */
+void tt__exec_unclaim(tt__exec *x)
+{
+    for (tt__exec *p = x->parent; p; p = p->parent)
+        atomic_store_explicit(&p->busy, 0, memory_order_release);
+    atomic_store_explicit(&x->busy, 0, memory_order_release);
+    if (x->pool)
+        tt__pool_entry_end(x->pool);
+}
+
+/* Consume a claimed token with a compare-and-swap, so that of two threads
+ * that raced into one token (a misuse: tokens are not shared) only one
+ * runs. On TT_ECONSUMED the caller undoes its claim (after it gave back
+ * what it took under the claim). */
+int tt__exec_consume(tt__exec *x)
+{
     uint32_t live = TT__MAGIC_LIVE;
     if (!atomic_compare_exchange_strong_explicit(&x->magic, &live, TT__MAGIC_CONSUMED,
-                                                 memory_order_acq_rel, memory_order_acquire)) {
-        if (x->pool)
-            tt__pool_entry_end(x->pool);
-        for (tt__exec *p = x->parent; p; p = p->parent)
-            atomic_store_explicit(&p->busy, 0, memory_order_release);
-        atomic_store_explicit(&x->busy, 0, memory_order_release);
+                                                 memory_order_acq_rel, memory_order_acquire))
         return TT_ECONSUMED;
-    }
     return TT_OK;
+}
+
+int tt__exec_enter(tt__exec *x)
+{
+    int rc = tt__exec_claim(x);
+    if (rc)
+        return rc;
+    rc = tt__exec_consume(x);
+    if (rc)
+        tt__exec_unclaim(x);
+    return rc;
 }
 
 void tt__exec_leave(tt__exec *x)
@@ -582,22 +608,24 @@ typedef struct run_spec {
 
 static int run_entry(tt__exec *x, entry *e, run_spec sp)
 {
-    placement pl;
-    int rc = token_members(x, &pl);
+    int rc = tt__exec_claim(x);
     if (rc)
         return rc;
+    placement pl;
+    rc = token_members(x, &pl);
     bool spread = !((sp.ntasks <= 1 && !sp.one) || !x->pool || x->pool->width <= 1);
-    if (spread && pl.self < 0 && tt__pool_uses_private_crew(x->pool)) {
+    if (rc == TT_OK && spread && pl.self < 0 && tt__pool_uses_private_crew(x->pool)) {
         /* Start the private crew before the token is consumed, so that a
          * refused start (TT_EAGAIN) leaves the token usable. */
         tt__crew *crew;
         rc = tt__pool_private_crew(x->pool, &crew);
-        if (rc)
-            return rc;
     }
-    rc = tt__exec_enter(x);
-    if (rc)
+    if (rc == TT_OK)
+        rc = tt__exec_consume(x);
+    if (rc) {
+        tt__exec_unclaim(x);
         return rc;
+    }
     tt__exec_suspend(x);
     if (!spread) {
         /* Lazy and inline: one task (or a pool of width 1) runs on the
@@ -772,9 +800,17 @@ bool tt_can_broadcast(const tt_exec *ex)
     const tt__exec *x = ex ? tt__cx(ex) : NULL;
     if (tt__exec_check(x) != TT_OK)
         return false;
-    if (atomic_load_explicit(&x->busy, memory_order_acquire) != 0)
+    for (const tt__exec *p = x; p; p = p->parent)
+        if (atomic_load_explicit(&p->busy, memory_order_acquire) != 0)
+            return false;
+    /* The membership check reads the pool's crews: count it as an entry,
+     * so that a concurrent destroy is refused meanwhile. */
+    if (x->pool && tt__pool_entry_begin(x->pool, x->pool_gen) != TT_OK)
         return false;
-    return broadcast_refusal(x) == TT_OK;
+    bool ok = broadcast_refusal(x) == TT_OK;
+    if (x->pool)
+        tt__pool_entry_end(x->pool);
+    return ok;
 }
 
 int tt_broadcast(tt_exec *ex, tt_bcast_fn fn, void *arg)
@@ -785,11 +821,21 @@ int tt_broadcast(tt_exec *ex, tt_bcast_fn fn, void *arg)
         return rc;
     if (!fn)
         return TT_EINVAL;
-    rc = broadcast_refusal(x);
-    if (rc)
-        return rc;
+    if (x->flags & TT__F_FORK_CHILD)
+        return TT_REFUSED_FORK_CHILD;
     if (x->flags & TT__F_TEAM)
         return tt__team_broadcast(x, fn, arg);
+    /* The caller-in-pool rule reads the pool's crews: under an entry count
+     * (a concurrent destroy is refused meanwhile). */
+    if (x->pool) {
+        rc = tt__pool_entry_begin(x->pool, x->pool_gen);
+        if (rc)
+            return rc;
+        rc = broadcast_refusal(x);
+        tt__pool_entry_end(x->pool);
+        if (rc)
+            return rc;
+    }
     unsigned budget = x->budget;
     bcast_entry b = {.e = {.body = bcast_body, .pool = x->pool, .pool_gen = x->pool_gen,
                            .ledger = x->ledger},
@@ -857,11 +903,18 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
         tt__exec_leave(x);
         return TT_OK;
     }
-    placement pl;
-    rc = token_members(x, &pl);
+    rc = tt__exec_claim(x);
     if (rc)
         return rc;
-    if (pl.self < 0 && width == x->pool->width && !tt__pool_uses_private_crew(x->pool)) {
+    placement pl;
+    rc = token_members(x, &pl);
+    bool top = rc == TT_OK && pl.self < 0 && width == x->pool->width &&
+               !tt__pool_uses_private_crew(x->pool);
+    bool member_root = rc == TT_OK && pl.self >= 0 && !pl.gang;
+    tt__exec_unclaim(x); /* the paths below claim again */
+    if (rc)
+        return rc;
+    if (top) {
         /* A full-width root on a plain thread: the callee runs on this very
          * thread with nthreads-var = width, so its region is this thread's
          * own top-level region on the same hot team. No region of ours, no
@@ -879,7 +932,7 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
         tt__exec_leave(x);
         return TT_OK;
     }
-    if (pl.self >= 0 && !pl.gang) {
+    if (member_root) {
         /* A member's nested root: the callee gets the members it holds. */
         rc = tt__exec_enter(x);
         if (rc)
@@ -911,9 +964,11 @@ enum tt__cost_kind tt__exec_cost_kind(const tt_exec *ex)
         return TT__KIND_SERIAL;
     if (x->flags & TT__F_TEAM)
         return TT__KIND_TEAM;
-    if (tt__pool_member_of(x->pool, NULL) >= 0)
-        return TT__KIND_IN_POOL;
-    return TT__KIND_OUTSIDE;
+    if (tt__pool_entry_begin(x->pool, x->pool_gen) != TT_OK)
+        return TT__KIND_SERIAL;
+    bool member = tt__pool_member_of(x->pool, NULL) >= 0;
+    tt__pool_entry_end(x->pool);
+    return member ? TT__KIND_IN_POOL : TT__KIND_OUTSIDE;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -359,6 +359,15 @@ struct tt_pool {
      * the allocator (they are reused by later pools), so a token that
      * outlived its pool can still read this and report TT_EDESTROYED. */
     _Atomic uint32_t gen;
+    /* Entries running on the pool's tokens, inline ones included, so that
+     * a destroy under a running entry is refused (or, from a member, is
+     * finished by the last entry out). `closing` is set by a destroy while
+     * it checks: an entry that starts meanwhile waits for the verdict.
+     * Like `gen`, both survive the reuse of the object by a later pool: a
+     * stale entry that counted itself in on the retired object counts
+     * itself out of the same word, so a new pool's count stays exact. */
+    _Atomic uint32_t entries;
+    _Atomic uint32_t closing;
     struct tt_pool *next_shell;
     bool retired;             /* in the shell list: not a live pool      */
     _Atomic bool doomed;      /* destroyed from a member: last out ends it */
@@ -387,13 +396,6 @@ struct tt_pool {
     bool team_owned;          /* a tt_team owns the pool                  */
 
     _Atomic uint64_t installs; /* plain-thread acquisitions (ledger)      */
-
-    /* Entries running on the pool's tokens, inline ones included, so that
-     * a destroy under a running entry is refused (or, from a member, is
-     * finished by the last entry out). `closing` is set by a destroy while
-     * it checks: an entry that starts meanwhile waits for the verdict. */
-    _Atomic uint32_t entries;
-    _Atomic uint32_t closing;
 };
 
 static inline tt__crew *tt__pool_crew(const tt_pool *p)
@@ -521,6 +523,12 @@ static inline const tt__exec *tt__cx(const tt_exec *ex)
 /* Entry protocol shared by exec.c and team.c: check a token, claim and
  * consume it, give its ledger slot up while it waits, and release it. */
 int tt__exec_check(const tt__exec *x);
+/* claim: count the entry (token, ancestors, pool) without consuming;
+ * consume: the token is used up (undoes the claim on failure); unclaim:
+ * a refusal after the claim, nothing consumed; enter = claim + consume. */
+int tt__exec_claim(tt__exec *x);
+int tt__exec_consume(tt__exec *x);
+void tt__exec_unclaim(tt__exec *x);
 int tt__exec_enter(tt__exec *x);
 void tt__exec_leave(tt__exec *x);
 void tt__exec_suspend(const tt__exec *x);

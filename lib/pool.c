@@ -147,6 +147,13 @@ static void atfork_child(void)
     atomic_fetch_add_explicit(&tt__fork_generation, 1, memory_order_relaxed);
     if (fork_multithreaded)
         atomic_store_explicit(&tt__fork_tainted, true, memory_order_relaxed);
+    /* The retired pool objects may carry entry counts of the parent's
+     * other threads, which do not exist here: a pool built on one of them
+     * must start from zero. */
+    for (tt_pool *p = shell_head; p; p = p->next_shell) {
+        atomic_store_explicit(&p->entries, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->closing, 0, memory_order_relaxed);
+    }
     tt__crew_atfork_child();
     /* The forking thread took the lock in atfork_prepare and is the child's
      * only thread: it owns it, and unlocks it. */
@@ -241,9 +248,13 @@ int tt_pool_create(tt_pool **pool, const tt_pool_attr *attr)
     tt_pool *p = shell_get();
     if (!p)
         return TT_ENOMEM;
-    /* Clear everything but the generation, which stale tokens may read. */
+    /* Clear everything but the generation and the entry words, which stale
+     * tokens may still read and write. */
     _Static_assert(offsetof(struct tt_pool, gen) == 0, "gen must come first");
-    memset((char *)p + sizeof p->gen, 0, sizeof *p - sizeof p->gen);
+    _Static_assert(offsetof(struct tt_pool, next_shell) > offsetof(struct tt_pool, closing),
+                   "the entry words come before next_shell");
+    size_t keep = offsetof(struct tt_pool, next_shell);
+    memset((char *)p + keep, 0, sizeof *p - keep);
     p->width = width;
     p->attr = a;
     p->attr.thread_name = NULL; /* the crew owns its copy */
@@ -423,6 +434,12 @@ int tt_pool_destroy(tt_pool *pool)
             tt__crew_free(c);
         atomic_store_explicit(&pool->crew, NULL, memory_order_relaxed);
         tt__region_crews_free(pool);
+        /* Its entry count holds the parent's other threads' entries, which
+         * do not exist here (every entry on a pre-fork pool is refused in
+         * the child before it counts itself): the next pool built on this
+         * object starts from zero. */
+        atomic_store_explicit(&pool->entries, 0, memory_order_relaxed);
+        atomic_store_explicit(&pool->closing, 0, memory_order_relaxed);
         shell_put(pool);
         return TT_OK;
     }

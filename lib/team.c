@@ -521,18 +521,22 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         return TT_EINVAL;
     if (x->flags & TT__F_TEAM)
         return team_scope_carried(x, fn, arg);
-    /* A parent whose child is inside an entry is busy, whatever members
-     * are free: say so before waiting for members. */
-    if (atomic_load_explicit(&x->busy, memory_order_acquire) != 0)
-        return TT_EBUSY;
+    /* Claim first (a parent whose child is inside an entry is busy, whatever
+     * members are free; and a destroy from another thread is refused from
+     * here on), consume only once the members are there. */
+    rc = tt__exec_claim(x);
+    if (rc)
+        return rc;
 
     tt_pool *pool = x->pool;
     unsigned budget = x->budget;
     if (budget == 1 || !pool || pool->width <= 1) {
         /* A scope of the leader alone: no member, no scheduler call. */
-        rc = tt__exec_enter(x);
-        if (rc)
+        rc = tt__exec_consume(x);
+        if (rc) {
+            tt__exec_unclaim(x);
             return rc;
+        }
         tt__ctl c;
         tt__wait_policy pol = {0};
         ctl_init(&c, pool, NULL, 1, NULL, &pol, x->ledger);
@@ -575,53 +579,57 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
     if (self >= 0) {
         if (x->gang && x->gang_cnt > 0) {
             if (x->gang[x->gang_off] != (uint32_t)self)
-                return TT_EWRONGTHREAD;
+                rc = TT_EWRONGTHREAD;
             for (uint32_t i = 1; i < x->gang_cnt && have < budget - 1; i++)
                 members[have++] = x->gang[x->gang_off + i];
         }
-        if (have < budget - 1) {
-            if (crew->kind != TT__CREW_PRIVATE)
-                return TT_REFUSED_UNAVAILABLE;
-            taken = budget - 1 - have;
-            rc = tt__gang_try_acquire_all(pool, taken, slots);
-            if (rc)
-                return rc;
-            for (unsigned i = 0; i < taken; i++)
-                members[have + i] = slots[i];
+        if (rc == TT_OK && have < budget - 1) {
+            if (crew->kind != TT__CREW_PRIVATE) {
+                rc = TT_REFUSED_UNAVAILABLE;
+            } else {
+                rc = tt__gang_try_acquire_all(pool, budget - 1 - have, slots);
+                if (rc == TT_OK) {
+                    taken = budget - 1 - have;
+                    for (unsigned i = 0; i < taken; i++)
+                        members[have + i] = slots[i];
+                }
+            }
         }
     } else if (x->gang && x->gang_cnt > 0) {
-        return TT_EWRONGTHREAD;
+        rc = TT_EWRONGTHREAD;
     } else {
         bool private = tt__pool_uses_private_crew(pool);
-        if (private) {
+        if (private)
             rc = tt__pool_private_crew(pool, &crew);
-            if (rc)
-                return rc;
-        }
-        taken = budget;
-        rc = tt__gang_acquire(pool, budget, slots, timeout);
-        if (rc)
-            return rc;
-        tt__ledger_install(pool);
-        if (!private) {
-            crew = tt__region_crew_get(pool);
-            if (!crew) {
-                tt__gang_release(pool, taken, slots);
-                return TT_ENOMEM;
+        if (rc == TT_OK)
+            rc = tt__gang_acquire(pool, budget, slots, timeout);
+        if (rc == TT_OK) {
+            taken = budget;
+            tt__ledger_install(pool);
+            if (!private) {
+                crew = tt__region_crew_get(pool);
+                if (crew)
+                    region = true;
+                else
+                    rc = TT_ENOMEM;
             }
-            region = true;
+            /* On the private crew the leader is not a member: its slot is
+             * the first, and participants 1.. run on the members of the
+             * others. */
+            for (unsigned i = 1; i < budget; i++)
+                members[have++] = slots[i];
         }
-        /* On the private crew the leader is not a member: its slot is the
-         * first, and participants 1.. run on the members of the others. */
-        for (unsigned i = 1; i < budget; i++)
-            members[have++] = slots[i];
     }
-    rc = tt__exec_enter(x);
+    if (rc == TT_OK)
+        rc = tt__exec_consume(x);
     if (rc) {
+        /* Give back what was taken under the claim, then the claim (the
+         * pool may be destroyed as soon as the entry count drops). */
         if (region)
             tt__region_crew_put(pool, crew);
         if (taken)
             tt__gang_release(pool, taken, slots);
+        tt__exec_unclaim(x);
         return rc;
     }
     pol.throttled = pol.throttled || budget > tt__cpu_count_cached();
@@ -669,9 +677,23 @@ typedef int (*carried_op)(tt_scope *view, void *ctx);
 static int with_carried_scope(tt__exec *x, carried_op op, void *ctx)
 {
     tt__ctl *c = x->team;
-    int rc = tt__exec_enter(x);
+    int rc = tt__exec_claim(x);
     if (rc)
         return rc;
+    /* A command already in flight on the block (an entry on a scope token
+     * from inside one of its own sections) is refused before the token is
+     * consumed: a refusal consumes nothing. `busy` is written only by the
+     * block's leader thread, which this is (tt__exec_check confirmed the
+     * token's owner). */
+    if (c->busy) {
+        tt__exec_unclaim(x);
+        return TT_EBUSY;
+    }
+    rc = tt__exec_consume(x);
+    if (rc) {
+        tt__exec_unclaim(x);
+        return rc;
+    }
     pthread_t prev = c->leader;
     c->leader = pthread_self();
     tt_scope view = {.c = c, .size = x->budget, .ledger = x->ledger};

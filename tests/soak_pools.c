@@ -98,6 +98,23 @@ static int threads_at_most(int most)
 }
 
 
+/* The thread count once it has stopped moving: threads of a libgomp pool
+ * whose owner (a caller thread that opened root regions) has exited leave
+ * asynchronously, after that thread's joined. Stable for 50 ms, or the
+ * value after 5 s. */
+static int threads_settled(void)
+{
+    uint64_t end = tt_proc_now_ns() + 5000000000ull;
+    int c = tt_proc_count_threads(), same = 0;
+    while (same < 250 && tt_proc_now_ns() < end) {
+        tt_proc_sleep_us(200);
+        int n = tt_proc_count_threads();
+        same = n == c ? same + 1 : 0;
+        c = n;
+    }
+    return c;
+}
+
 static long rss_kb(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -394,7 +411,7 @@ static void phase_default(long n, int base)
 
 static void phase_dedicated(long n)
 {
-    int base = tt_proc_count_threads();
+    int base = threads_settled();
     long want_dtors = 0;
     static const int kinds[] = {K_NAMED, K_ONSTART, K_STACK};
     atomic_store(&mon_bound, base + 2 * (int)opt.max_width);

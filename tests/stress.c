@@ -476,7 +476,11 @@ static void ext_fn(void *arg, unsigned width)
 {
     ext_arg *e = arg;
     atomic_fetch_add(&e->calls, 1);
-    CHECK(width == e->budget, "tt_external: width %u, budget %u", width, e->budget);
+    /* The callee gets the members the entry holds: the budget, or fewer on
+     * a member's nested root that found fewer free (never more: the
+     * callee's threads count under the root's budget). */
+    CHECK(width >= 1 && width <= e->budget, "tt_external: width %u, budget %u", width,
+          e->budget);
     live_add(e->n->r, (int)width);
 #if defined(_OPENMP) && !defined(__SANITIZE_THREAD__)
     /* (Not under TSan: the outlined region's argument block is handed to
