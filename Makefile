@@ -29,11 +29,18 @@ BUILD      := build
 BUILD_SER  := build-serial
 BUILD_LED  := build-ledger
 BUILD_TSAN := build-tsan
+BUILD_ASAN := build-asan
 STAGE      := $(SRC)/$(BUILD)/stage
 
 SERIAL_FLAGS := --disable-parallel
 LEDGER_FLAGS := --enable-ledger --enable-debug
 TSAN_FLAGS   := CC=gcc "CFLAGS=-O1 -g -fsanitize=thread" LDFLAGS=-fsanitize=thread
+ASAN_FLAGS   := CC=gcc "CFLAGS=-O1 -g -fsanitize=address -fno-omit-frame-pointer" \
+                LDFLAGS=-fsanitize=address
+# detect_leaks=0: libgomp keeps its thread pools (and their TLS) for the
+# life of the process, which LeakSanitizer reports at exit; leaks of the
+# library itself are checked by make check-valgrind.
+ASAN_OPTIONS_VALUE := abort_on_error=1 detect_leaks=0 check_initialization_order=1
 
 # TSAN_EXTRA: more TSan options. die_after_fork=0: the fork() tests build new
 # pools (threads) in children of a multi-threaded parent, which TSan kills
@@ -116,7 +123,7 @@ endef
 # ---------------------------------------------------------------------------
 # Targets
 # ---------------------------------------------------------------------------
-.PHONY: all deps autogen configure-default check check-tsan check-valgrind \
+.PHONY: all deps autogen configure-default check check-tsan check-asan check-valgrind \
         check-stress bench bench-full bench-programs install uninstall dist distcheck \
         clean distclean help
 
@@ -184,6 +191,19 @@ check-tsan: autogen
 	$(tt_count_results); \
 	$(tt_print_failed_logs); \
 	echo "check-tsan: $$pass passed, $$fail failed"; \
+	test "$$fail" -eq 0
+
+# The test suite built with AddressSanitizer (GCC) in build-asan/.
+check-asan: autogen
+	$(call tt_configure,$(BUILD_ASAN),$(ASAN_FLAGS) $(CONFIGURE_FLAGS))
+	@pass=0; fail=0; skip=0; d=$(BUILD_ASAN); \
+	rm -f "$$d/tests/test-suite.log"; \
+	echo "==> make -C $$d check  (ASAN_OPTIONS=$(ASAN_OPTIONS_VALUE))"; \
+	if env ASAN_OPTIONS="$(ASAN_OPTIONS_VALUE)" $(TSAN_TEST_ENV) \
+	   $(MAKE) -C "$$d" -j$(JOBS) check; then rc=0; else rc=$$?; fi; \
+	$(tt_count_results); \
+	$(tt_print_failed_logs); \
+	echo "check-asan: $$pass passed, $$fail failed"; \
 	test "$$fail" -eq 0
 
 # Every test program of the default build under valgrind memcheck, with
@@ -293,7 +313,7 @@ distcheck: all
 
 # Remove the build folders (the generated autotools files stay).
 clean:
-	rm -rf $(BUILD) $(BUILD_SER) $(BUILD_LED) $(BUILD_TSAN)
+	rm -rf $(BUILD) $(BUILD_SER) $(BUILD_LED) $(BUILD_TSAN) $(BUILD_ASAN)
 
 # Also remove everything autoreconf generated in the source tree.
 distclean: clean
@@ -311,6 +331,7 @@ help:
 	@echo "                     --enable-debug), plus the public-API check; prints"
 	@echo "                     'check: N passed, N failed'"
 	@echo "  make check-tsan    tests built with -fsanitize=thread in $(BUILD_TSAN)/"
+	@echo "  make check-asan    tests built with -fsanitize=address in $(BUILD_ASAN)/"
 	@echo "  make check-valgrind  every test program of $(BUILD)/ under valgrind memcheck"
 	@echo "  make check-stress  the stress programs (tests/Makefile.am: TT_STRESS)"
 	@echo "  make bench         build the benchmarks and baselines, run scripts/bench.sh --short"

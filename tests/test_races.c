@@ -1,0 +1,208 @@
+/*
+ * test_races.c -- a destroy racing entries on the pool's tokens.
+ *
+ * Every entry counts itself in (its claim) before it touches the pool's
+ * crews, slots or lock, so a destroy from another thread either sees it and
+ * returns TT_EBUSY, or wins and the entry returns TT_EDESTROYED: never a
+ * crash, a hang or a use of freed memory (this file runs under
+ * AddressSanitizer in make check-asan, and under TSan and valgrind).
+ * The two threads meet at a barrier and then race with random delays, many
+ * times, over every kind of entry and every inspection that reads the pool
+ * (tt_can_broadcast, tt_dispatch_cost).
+ *
+ * Also: a destroy from a member while a plain thread is queued for the
+ * pool's slots (it claimed, it waits) does not tear the pool down under the
+ * queued thread: the last entry out (that thread) ends the pool.
+ */
+#include "tt_test.h"
+
+enum { K_FORK, K_RANGES, K_BCAST, K_EXT, K_SCOPE, K_CANB, K_COST, K_COUNT };
+
+enum { NTOK = 48 };
+
+typedef struct race {
+    tt_pool *pool;
+    tt_tbarrier go;
+    int kind0;
+    int rc[NTOK];
+    int kind[NTOK];
+    tt_exec ex[NTOK];
+    _Atomic int ran;
+    _Atomic int ran_after_refusal;
+    _Atomic int refused;
+} race;
+
+static void r_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    (void)child;
+    race *r = arg;
+    atomic_fetch_add(&r->ran, 1);
+    if (atomic_load(&r->refused))
+        atomic_fetch_add(&r->ran_after_refusal, 1);
+}
+static void r_body(void *arg, size_t b, size_t e)
+{
+    (void)b;
+    (void)e;
+    r_job(arg, 0, NULL);
+}
+static void r_bcast(void *arg, unsigned i) { r_job(arg, i, NULL); }
+static void r_ext(void *arg, unsigned w)
+{
+    (void)w;
+    r_job(arg, 0, NULL);
+}
+static void r_section(void *arg, tt_section *s)
+{
+    (void)s;
+    r_job(arg, 0, NULL);
+}
+static void r_scope(void *arg, tt_scope *scope)
+{
+    tt_scope_run(scope, r_section, arg);
+}
+
+static int one_entry(race *r, int kind, tt_exec *ex)
+{
+    switch (kind) {
+    case K_FORK: return tt_fork(ex, 3, r_job, r);
+    case K_RANGES: return tt_for_ranges(ex, 64, 1, r_body, r);
+    case K_BCAST: return tt_broadcast(ex, r_bcast, r);
+    case K_EXT: return tt_external(ex, r_ext, r);
+    case K_SCOPE: return tt_team_scope(ex, r_scope, r);
+    case K_CANB: return tt_can_broadcast(ex) ? TT_OK : TT_EDESTROYED;
+    default: return tt_dispatch_cost(ex, 2) == UINT64_MAX ? TT_EDESTROYED : TT_OK;
+    }
+}
+
+/* Entries back to back on pre-minted tokens, while the test thread
+ * destroys the pool: every entry runs or is refused with TT_EDESTROYED. */
+static void *entry_main(void *arg)
+{
+    race *r = arg;
+    tt_tbarrier_wait(&r->go, 30);
+    for (int i = 0; i < NTOK; i++) {
+        r->kind[i] = (r->kind0 + i) % K_COUNT;
+        r->rc[i] = one_entry(r, r->kind[i], &r->ex[i]);
+        if (r->rc[i] == TT_EDESTROYED)
+            atomic_store(&r->refused, 1);
+    }
+    return NULL;
+}
+
+START_TEST(test_destroy_races_entries)
+{
+    uint64_t seed = 0x7ace;
+    unsigned rounds = tt_iters(400);
+    unsigned busy = 0, refused_rounds = 0;
+    for (unsigned i = 0; i < rounds; i++) {
+        race *r = calloc(1, sizeof *r);
+        ck_assert_ptr_nonnull(r);
+        unsigned w = 2 + tt_rng_below(&seed, 2);
+        r->pool = tt_make_pool(w);
+        r->kind0 = (int)tt_rng_below(&seed, K_COUNT);
+        for (int k = 0; k < NTOK; k++)
+            ck_assert_int_eq(tt_exec_init(&r->ex[k], r->pool, w), TT_OK);
+        unsigned my_delay = tt_rng_below(&seed, 300);
+        tt_tbarrier_init(&r->go, 2);
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, entry_main, r), 0);
+        tt_tbarrier_wait(&r->go, 30);
+        tt_spin_us(my_delay);
+        int drc;
+        while ((drc = tt_pool_destroy(r->pool)) == TT_EBUSY)
+            busy++;
+        ck_assert_msg(drc == TT_OK, "destroy racing entries: %s", tt_status_name(drc));
+        ck_assert(tt_join_timeout(t, 60));
+        bool refused = false;
+        for (int k = 0; k < NTOK; k++) {
+            ck_assert_msg(r->rc[k] == TT_OK || r->rc[k] == TT_EDESTROYED,
+                          "kind %d: an entry racing a destroy returned %s", r->kind[k],
+                          tt_status_name(r->rc[k]));
+            /* once one is refused, every later one is too */
+            if (refused)
+                ck_assert_int_eq(r->rc[k], TT_EDESTROYED);
+            refused = refused || r->rc[k] == TT_EDESTROYED;
+        }
+        refused_rounds += refused;
+        ck_assert_int_eq(atomic_load(&r->ran_after_refusal), 0);
+        tt_tbarrier_destroy(&r->go);
+        free(r);
+    }
+    fprintf(stderr, "destroy race: %u rounds, %u destroys refused first, %u rounds with refused "
+                    "entries\n", rounds, busy, refused_rounds);
+    if (rounds >= 200)
+        ck_assert_msg(busy > 0 && refused_rounds > 0, "no race: %u refused destroys, %u rounds",
+                      busy, refused_rounds);
+    tt_assert_no_failures();
+}
+END_TEST
+
+/* A member destroys its pool while a plain thread waits for the slots its
+ * root holds: the destroy returns TT_OK at once, the queued thread's entry
+ * completes or is refused with TT_EDESTROYED, and the pool ends when the
+ * last entry leaves (no crash, no hang). */
+typedef struct queued {
+    tt_pool *pool;
+    tt_flag in_job, waiter_started;
+    int member_destroy_rc;
+    int waiter_rc;
+    tt_exec wex;
+} queued;
+
+static void *waiter_main(void *arg)
+{
+    queued *q = arg;
+    tt_flag_set(&q->waiter_started, 1);
+    static race none;
+    q->waiter_rc = tt_fork(&q->wex, 2, r_job, &none);
+    return NULL;
+}
+
+static void holder_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)child;
+    queued *q = arg;
+    if (i == 0) {
+        tt_flag_wait_ge(&q->waiter_started, 1, 30);
+        tt_sleep_us(2000); /* the waiter claims and queues for the slots */
+        q->member_destroy_rc = tt_pool_destroy(q->pool);
+        tt_sleep_us(2000);
+    }
+}
+
+START_TEST(test_member_destroy_with_queued_waiter)
+{
+#if TT_PARALLEL_ENABLED
+    for (unsigned r = 0; r < tt_iters(20); r++) {
+        queued q;
+        memset(&q, 0, sizeof q);
+        q.pool = tt_make_pool(2);
+        ck_assert_int_eq(tt_exec_init(&q.wex, q.pool, 2), TT_OK);
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, q.pool, 2), TT_OK);
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, waiter_main, &q), 0);
+        ck_assert_int_eq(tt_fork(&ex, 2, holder_job, &q), TT_OK);
+        ck_assert(tt_join_timeout(t, 60));
+        ck_assert_int_eq(q.member_destroy_rc, TT_OK);
+        ck_assert_msg(q.waiter_rc == TT_OK || q.waiter_rc == TT_EDESTROYED, "queued waiter: %s",
+                      tt_status_name(q.waiter_rc));
+        /* the pool is gone: a second destroy says so */
+        ck_assert_int_eq(tt_pool_destroy(q.pool), TT_EDESTROYED);
+    }
+#endif
+}
+END_TEST
+
+static Suite *races_suite(void)
+{
+    Suite *s = suite_create("races");
+    TCase *tc = tt_tcase(s, "destroy", 120);
+    tcase_add_test(tc, test_destroy_races_entries);
+    tcase_add_test(tc, test_member_destroy_with_queued_waiter);
+    return s;
+}
+
+int main(void) { return tt_run_suite(races_suite()); }
