@@ -341,6 +341,7 @@ static int reserve(tt_pool *pool, placement *pl, unsigned need, bool prefix, uin
 {
     if (pl->gang)
         return TT_OK;
+    TT__ASSERT(pl->acquired == 0 || pl->slots == slots);
     pl->slots = slots;
     pl->off = 0;
     if (pl->self >= 0) {
@@ -361,10 +362,13 @@ static int reserve(tt_pool *pool, placement *pl, unsigned need, bool prefix, uin
         if (rc)
             return rc;
     }
-    if (prefix)
+    if (pl->acquired == need) {
+        /* taken already, without waiting (a callee of tt_external) */
+    } else if (prefix) {
         tt__gang_acquire_prefix(pool, need, slots);
-    else
+    } else {
         tt__gang_acquire(pool, need, slots, UINT64_MAX);
+    }
     tt__ledger_install(pool);
     pl->acquired = need;
     pl->cnt = need;
@@ -596,6 +600,8 @@ void tt__exec_resume(const tt__exec *x)
         tt__ledger_enter(x->ledger, 1);
 }
 
+static void ext_entry_inline(entry *e);
+
 /* The common frame of tt_fork, tt_for_ranges, tt_broadcast and tt_external
  * on a token without team authority: locate the caller, claim and consume
  * the token, run inline when one task (or no crew) suffices, otherwise
@@ -614,20 +620,42 @@ static int run_entry(tt__exec *x, entry *e, run_spec sp)
     placement pl;
     rc = token_members(x, &pl);
     bool spread = !((sp.ntasks <= 1 && !sp.one) || !x->pool || x->pool->width <= 1);
+    uint32_t slots[spread ? sp.need : 1], gang[spread ? sp.need : 1];
     if (rc == TT_OK && spread && pl.self < 0 && tt__pool_uses_private_crew(x->pool)) {
         /* Start the private crew before the token is consumed, so that a
          * refused start (TT_EAGAIN) leaves the token usable. */
         tt__crew *crew;
         rc = tt__pool_private_crew(x->pool, &crew);
+        if (rc == TT_OK && tt__pool_external_callee(x->pool)) {
+            /* Maybe a thread of a tt_external callee's own region, calling
+             * back into the pool whose slots that very tt_external holds
+             * while it waits for the callee: it must not wait for them.
+             * Take the slots now if they are free; otherwise run the tasks
+             * inline on this thread, which the tt_external's width already
+             * counts (a broadcast, which needs its calls at once, is
+             * refused). */
+            if (tt__gang_try_acquire_all(x->pool, sp.need, slots) == TT_OK) {
+                pl.slots = slots;
+                pl.acquired = sp.need;
+            } else if (sp.prefix) {
+                rc = TT_REFUSED_UNAVAILABLE;
+            } else {
+                spread = false;
+            }
+        }
     }
     if (rc == TT_OK)
         rc = tt__exec_consume(x);
     if (rc) {
+        if (pl.acquired)
+            tt__gang_release(x->pool, pl.acquired, pl.slots);
         tt__exec_unclaim(x);
         return rc;
     }
     tt__exec_suspend(x);
-    if (!spread) {
+    if (!spread && sp.one) {
+        ext_entry_inline(e);
+    } else if (!spread) {
         /* Lazy and inline: one task (or a pool of width 1) runs on the
          * caller with the token's members, and no scheduler call is made. */
         e->gang = pl.gang;
@@ -643,7 +671,6 @@ static int run_entry(tt__exec *x, entry *e, run_spec sp)
             e->body(e, &t);
         }
     } else {
-        uint32_t slots[sp.need], gang[sp.need];
         rc = reserve(x->pool, &pl, sp.need, sp.prefix, slots, gang);
         if (rc == TT_OK) {
             if (sp.one) {
@@ -874,7 +901,18 @@ static void ext_body(entry *e, const task *t)
      * first; the others were reserved so that nobody else uses their
      * slots while the callee's threads do). */
     (void)t;
+    atomic_fetch_add_explicit(&e->pool->externals, 1, memory_order_acq_rel);
     ext_call(x, x->width, true);
+    atomic_fetch_sub_explicit(&e->pool->externals, 1, memory_order_acq_rel);
+}
+
+/* A callee thread of another tt_external that calls tt_external: the
+ * callee runs here with width 1 (this thread is already counted). */
+static void ext_entry_inline(entry *e)
+{
+    ext_entry *x = (ext_entry *)e;
+    x->width = 1;
+    ext_call(x, 1, true);
 }
 
 int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
@@ -926,7 +964,9 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
         tt__gang_acquire(x->pool, width, slots, UINT64_MAX);
         tt__ledger_install(x->pool);
         tt__exec_suspend(x);
+        atomic_fetch_add_explicit(&x->pool->externals, 1, memory_order_acq_rel);
         ext_call(&e, width, false);
+        atomic_fetch_sub_explicit(&x->pool->externals, 1, memory_order_acq_rel);
         tt__exec_resume(x);
         tt__gang_release(x->pool, width, slots);
         tt__exec_leave(x);
@@ -941,7 +981,9 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
         tt__exec_suspend(x);
         reserve(x->pool, &pl, width, false, slots, gang);
         e.width = pl.cnt;
+        atomic_fetch_add_explicit(&x->pool->externals, 1, memory_order_acq_rel);
         ext_call(&e, e.width, true);
+        atomic_fetch_sub_explicit(&x->pool->externals, 1, memory_order_acq_rel);
         unreserve(x->pool, &pl);
         tt__exec_resume(x);
         tt__exec_leave(x);

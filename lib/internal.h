@@ -396,7 +396,21 @@ struct tt_pool {
     bool team_owned;          /* a tt_team owns the pool                  */
 
     _Atomic uint64_t installs; /* plain-thread acquisitions (ledger)      */
+    /* tt_external calls running on the pool while holding its slots: a
+     * thread of a callee's region that enters the pool must not wait for
+     * those slots (tt__pool_external_callee). */
+    _Atomic uint32_t externals;
 };
+
+/* True when the calling thread may be a thread of a running tt_external's
+ * callee region: it is inside a parallel region that is not the pool's
+ * own, and a tt_external holds slots of the pool. Such a thread never
+ * waits for slots. */
+static inline bool tt__pool_external_callee(const tt_pool *p)
+{
+    return atomic_load_explicit(&((tt_pool *)p)->externals, memory_order_acquire) != 0 &&
+           tt__backend_get()->in_parallel();
+}
 
 static inline tt__crew *tt__pool_crew(const tt_pool *p)
 {

@@ -601,6 +601,10 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         bool private = tt__pool_uses_private_crew(pool);
         if (private)
             rc = tt__pool_private_crew(pool, &crew);
+        /* A thread of a tt_external callee's region never waits for the
+         * slots that tt_external may hold: free now, or refused. */
+        if (private && tt__pool_external_callee(pool))
+            timeout = 0;
         if (rc == TT_OK)
             rc = tt__gang_acquire(pool, budget, slots, timeout);
         if (rc == TT_OK) {
