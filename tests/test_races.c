@@ -122,7 +122,11 @@ START_TEST(test_destroy_races_entries)
                           tt_status_name(r->rc[k]));
             /* once one is refused, every later one is too */
             if (refused)
-                ck_assert_int_eq(r->rc[k], TT_EDESTROYED);
+                ck_assert_msg(r->rc[k] == TT_EDESTROYED,
+                              "entry %d (kind %d) returned %s after an earlier refusal (kinds "
+                              "before: %d %d)",
+                              k, r->kind[k], tt_status_name(r->rc[k]), k > 0 ? r->kind[k - 1] : -1,
+                              k > 1 ? r->kind[k - 2] : -1);
             refused = refused || r->rc[k] == TT_EDESTROYED;
         }
         refused_rounds += refused;
