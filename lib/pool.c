@@ -952,3 +952,21 @@ int tt_pool_wait_counts(const tt_pool *pool, tt_wait_counts *out)
     out->wakes = atomic_load_explicit(&st->wakes, memory_order_relaxed) - pool->base.wakes;
     return TT_OK;
 }
+
+/* ------------------------------------------------------------------------ */
+/* All-or-nothing try (tt_team_try_lead; branch `tokens`)                    */
+/* ------------------------------------------------------------------------ */
+
+bool tt__gang_try_acquire_all(tt_pool *p, unsigned n, uint32_t *idx)
+{
+    if (n == 0)
+        return true;
+    pthread_mutex_lock(&p->lock);
+    bool ok = !p->wait_head && p->free_count >= n;
+    if (ok)
+        take_lowest(p, n, idx);
+    pthread_mutex_unlock(&p->lock);
+    if (ok)
+        atomic_fetch_add_explicit(&p->installs, 1, memory_order_relaxed);
+    return ok;
+}
