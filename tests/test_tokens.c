@@ -477,6 +477,57 @@ START_TEST(tk_can_broadcast_agrees_scope)
 }
 END_TEST
 
+/* The codes the header lists for tt_broadcast beyond the refusals:
+ * TT_EWRONGTHREAD (a scope's token on another thread) and TT_EDESTROYED
+ * (a token of a destroyed pool); tt_can_broadcast agrees, nothing runs. */
+typedef struct tk_other {
+    tt_exec *ex;
+    int rc;
+    bool can;
+    _Atomic long ran;
+} tk_other;
+
+static void *tk_bcast_thread(void *arg)
+{
+    tk_other *o = arg;
+    o->can = tt_can_broadcast(o->ex);
+    o->rc = tt_broadcast(o->ex, tk_bcast, &o->ran);
+    return NULL;
+}
+
+static void tk_wrong_thread_scope(void *arg, tt_scope *scope)
+{
+    (void)arg;
+    tt_exec tok;
+    tt_scope_reborrow(scope, &tok);
+    tk_other o = {.ex = &tok};
+    pthread_t t;
+    TT_CHECK(pthread_create(&t, NULL, tk_bcast_thread, &o) == 0, "pthread_create");
+    pthread_join(t, NULL);
+    TT_CHECK(o.rc == TT_EWRONGTHREAD, "scope token broadcast on another thread: %s",
+             tt_status_name(o.rc));
+    TT_CHECK(!o.can, "tt_can_broadcast true on another thread");
+    TT_CHECK(atomic_load(&o.ran) == 0, "the refused broadcast ran");
+    /* Nothing consumed: the leader's thread broadcasts with it. */
+    tk_agree(&tok, TT_OK, "scope token on its own thread");
+}
+
+START_TEST(tk_broadcast_codes)
+{
+    tt_pool *p = tt_make_pool(2);
+    tt_exec root;
+    ck_assert_int_eq(tt_exec_init(&root, p, 2), TT_OK);
+    ck_assert_int_eq(tt_team_scope(&root, tk_wrong_thread_scope, NULL), TT_OK);
+    ck_assert_int_eq(tt_exec_init(&root, p, 2), TT_OK);
+    tt_exec child;
+    tt_exec_reborrow(&root, &child);
+    tt_free_pool(p);
+    tk_agree(&root, TT_EDESTROYED, "root of a destroyed pool");
+    tk_agree(&child, TT_EDESTROYED, "child of a destroyed pool");
+    tt_assert_no_failures();
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Team leads                                                                */
 /* ------------------------------------------------------------------------ */
@@ -632,6 +683,71 @@ START_TEST(tk_try_lead_never_waits)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* One token entered by two threads at once                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A token is not shared, but if two threads race into one, the consuming
+ * compare-and-swap lets exactly one of them run; the other is refused
+ * (TT_ECONSUMED, or TT_EBUSY when it saw the winner's claim). */
+typedef struct tk_race {
+    tt_exec ex;
+    tt_tbarrier start, done;
+    unsigned iters;
+    _Atomic long ran;
+    int rc[2];
+    _Atomic unsigned bad_rc;
+} tk_race;
+
+static void *tk_race_thread(void *arg)
+{
+    tk_race *r = arg;
+    for (unsigned i = 0; i < r->iters; i++) {
+        if (tt_tbarrier_wait(&r->start, 10) < 0)
+            return NULL;
+        int rc = tt_for_ranges(&r->ex, 1, 1, tk_range, (void *)&r->ran);
+        if (rc != TT_OK && rc != TT_ECONSUMED && rc != TT_EBUSY)
+            atomic_fetch_add(&r->bad_rc, 1);
+        if (tt_tbarrier_wait(&r->done, 10) < 0)
+            return NULL;
+    }
+    return NULL;
+}
+
+START_TEST(tk_one_token_two_threads)
+{
+    tt_pool *p = tt_make_pool(2);
+    tk_race *r = calloc(1, sizeof *r);
+    ck_assert_ptr_nonnull(r);
+    r->iters = tt_iters(4000);
+    tt_tbarrier_init(&r->start, 3);
+    tt_tbarrier_init(&r->done, 3);
+    pthread_t t[2];
+    for (int k = 0; k < 2; k++)
+        ck_assert_int_eq(pthread_create(&t[k], NULL, tk_race_thread, r), 0);
+    unsigned twice = 0, none = 0;
+    for (unsigned i = 0; i < r->iters; i++) {
+        /* Budget 1 runs inline: the widest window between check and claim. */
+        ck_assert_int_eq(tt_exec_init(&r->ex, p, 1), TT_OK);
+        atomic_store(&r->ran, 0);
+        ck_assert_int_ge(tt_tbarrier_wait(&r->start, 10), 0);
+        ck_assert_int_ge(tt_tbarrier_wait(&r->done, 10), 0);
+        long ran = atomic_load(&r->ran);
+        twice += ran > 1;
+        none += ran == 0;
+    }
+    for (int k = 0; k < 2; k++)
+        ck_assert(tt_join_timeout(t[k], 10));
+    ck_assert_msg(twice == 0, "one token ran twice in %u of %u races", twice, r->iters);
+    ck_assert_msg(none == 0, "neither thread ran in %u of %u races", none, r->iters);
+    ck_assert_uint_eq(atomic_load(&r->bad_rc), 0);
+    tt_tbarrier_destroy(&r->start);
+    tt_tbarrier_destroy(&r->done);
+    free(r);
+    tt_free_pool(p);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* Reborrow cycles                                                           */
 /* ------------------------------------------------------------------------ */
 
@@ -737,10 +853,14 @@ static Suite *tokens_suite(void)
     tc = tt_tcase(s, "broadcast", 30);
     tcase_add_test(tc, tk_can_broadcast_agrees);
     tcase_add_test(tc, tk_can_broadcast_agrees_scope);
+    tcase_add_test(tc, tk_broadcast_codes);
 
     tc = tt_tcase(s, "lead", 30);
     tcase_add_test(tc, tk_lead_finish_while_child_inside);
     tcase_add_test(tc, tk_try_lead_never_waits);
+
+    tc = tt_tcase(s, "race", 60);
+    tcase_add_test(tc, tk_one_token_two_threads);
 
     /* Short: a loop in a chain used to hang the entry. */
     tc = tt_tcase(s, "cycles", 10);
