@@ -1,5 +1,5 @@
 /*
- * exec.c -- the token and its entries.
+ * exec.c -- the entries on pooled tokens: placement and the task engine.
  *
  * Slot conservation is structural. A root of budget b runs at most b tasks:
  * tt_fork splits the budget into shares that sum to b, a task holds its
@@ -24,272 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------------ */
-/* Minting and checking                                                      */
-/* ------------------------------------------------------------------------ */
-
-static void mint(tt__exec *x, tt_pool *pool, unsigned budget, uint32_t flags)
-{
-    memset(x, 0, sizeof(tt_exec));
-    x->self = x;
-    x->flags = flags;
-    x->budget = budget;
-    x->pool = pool;
-    if (pool)
-        x->pool_gen = atomic_load_explicit(&pool->gen, memory_order_acquire);
-    atomic_store_explicit(&x->busy, 0, memory_order_relaxed);
-    atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_relaxed);
-}
-
-int tt_exec_init(tt_exec *ex, tt_pool *pool, unsigned budget)
-{
-    if (!ex)
-        return TT_EINVAL;
-    tt__exec *x = tt__x(ex);
-    if (!pool || budget == 0) {
-        mint(x, NULL, 0, 0);
-        atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
-        return TT_EINVAL;
-    }
-    if (tt__pool_forked(pool)) {
-        mint(x, NULL, 0, 0);
-        atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
-        return TT_EFORKED;
-    }
-    if (atomic_load_explicit(&pool->doomed, memory_order_acquire)) {
-        mint(x, NULL, 0, 0);
-        atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
-        return TT_EDESTROYED;
-    }
-    if (budget > pool->width)
-        budget = pool->width;
-    mint(x, pool, budget, 0);
-    x->ledger = tt__ledger_new_root();
-    return TT_OK;
-}
-
-void tt_exec_init_serial(tt_exec *ex)
-{
-    if (!ex)
-        return;
-    tt__exec *x = tt__x(ex);
-    mint(x, NULL, 1, TT__F_SERIAL);
-    x->ledger = tt__ledger_new_root();
-}
-
-static bool magic_known(uint32_t m)
-{
-    return m == TT__MAGIC_LIVE || m == TT__MAGIC_CONSUMED || m == TT__MAGIC_FINISHED;
-}
-
-/* The state of one token of a chain, as an error code. */
-static int check_one(const tt__exec *x)
-{
-    uint32_t m = atomic_load_explicit(&x->magic, memory_order_acquire);
-    if (!magic_known(m))
-        return TT_EINVAL;
-    if (x->self != x)
-        return TT_ECOPY;
-    if (m != TT__MAGIC_LIVE)
-        return TT_ECONSUMED;
-    return TT_OK;
-}
-
-/* Everything an entry checks before it may run or refuse: the token and
- * each reborrow ancestor are live originals, the limit is valid, and the
- * pool was built in this process. */
-int tt__exec_check(const tt__exec *x)
-{
-    if (!x)
-        return TT_EINVAL;
-    int rc = check_one(x);
-    if (rc)
-        return rc;
-    for (const tt__exec *p = x->parent; p; p = p->parent) {
-        rc = check_one(p);
-        if (rc)
-            return rc;
-    }
-    if (x->flags & TT__F_BAD_LIMIT)
-        return TT_EINVAL;
-    /* A token handed to a task belongs to the task's thread. */
-    if ((x->flags & (TT__F_IN_TASK | TT__F_OWNED)) && !pthread_equal(x->owner, pthread_self()))
-        return TT_EWRONGTHREAD;
-    if (x->pool) {
-        if (atomic_load_explicit(&x->pool->gen, memory_order_acquire) != x->pool_gen)
-            return TT_EDESTROYED;
-        if (tt__pool_forked(x->pool))
-            return TT_EFORKED;
-    }
-    return TT_OK;
-}
-
-/* Claim the token for an entry, without consuming it: fails with TT_EBUSY
- * when a reborrowed descendant is inside an entry (its count sits in busy)
- * or an ancestor entered meanwhile, and with TT_EDESTROYED when the pool is
- * gone. The ancestors count this entry, so that their own entries see it,
- * and the pool counts it as an entry, so that from here on a destroy from
- * another thread is refused (TT_EBUSY) instead of tearing the pool down
- * under it: an entry touches the pool (its crews, slots, lock) only after
- * its claim. */
-int tt__exec_claim(tt__exec *x)
-{
-    uint32_t zero = 0;
-    /* acq_rel pairs with the release in leave() of a child on another
-     * thread, and with ancestors' counts below. */
-    if (!atomic_compare_exchange_strong_explicit(&x->busy, &zero, TT__BUSY_ENTRY,
-                                                 memory_order_acq_rel, memory_order_acquire))
-        return TT_EBUSY;
-    /* Each ancestor is lent to one descendant entry at a time: a sibling
-     * reborrow entering meanwhile, or the ancestor's own entry, sees a
-     * non-zero word and is refused. */
-    for (tt__exec *p = x->parent; p; p = p->parent) {
-        uint32_t z = 0;
-        if (!atomic_compare_exchange_strong_explicit(&p->busy, &z, 1, memory_order_acq_rel,
-                                                     memory_order_acquire)) {
-            for (tt__exec *q = x->parent; q != p; q = q->parent)
-                atomic_store_explicit(&q->busy, 0, memory_order_release);
-            atomic_store_explicit(&x->busy, 0, memory_order_release);
-            return TT_EBUSY;
-        }
-    }
-    if (x->pool) {
-        int rc = tt__pool_entry_begin(x->pool, x->pool_gen);
-        if (rc) {
-            for (tt__exec *p = x->parent; p; p = p->parent)
-                atomic_store_explicit(&p->busy, 0, memory_order_release);
-            atomic_store_explicit(&x->busy, 0, memory_order_release);
-            return rc;
-        }
-    }
-    return TT_OK;
-}
-
-/* Undo a claim: the entry was refused, and nothing was consumed. */
-void tt__exec_unclaim(tt__exec *x)
-{
-    for (tt__exec *p = x->parent; p; p = p->parent)
-        atomic_store_explicit(&p->busy, 0, memory_order_release);
-    atomic_store_explicit(&x->busy, 0, memory_order_release);
-    if (x->pool)
-        tt__pool_entry_end(x->pool);
-}
-
-/* Consume a claimed token with a compare-and-swap, so that of two threads
- * that raced into one token (a misuse: tokens are not shared) only one
- * runs. On TT_ECONSUMED the caller undoes its claim (after it gave back
- * what it took under the claim). */
-int tt__exec_consume(tt__exec *x)
-{
-    uint32_t live = TT__MAGIC_LIVE;
-    if (!atomic_compare_exchange_strong_explicit(&x->magic, &live, TT__MAGIC_CONSUMED,
-                                                 memory_order_acq_rel, memory_order_acquire))
-        return TT_ECONSUMED;
-    return TT_OK;
-}
-
-int tt__exec_enter(tt__exec *x)
-{
-    int rc = tt__exec_claim(x);
-    if (rc)
-        return rc;
-    rc = tt__exec_consume(x);
-    if (rc)
-        tt__exec_unclaim(x);
-    return rc;
-}
-
-void tt__exec_leave(tt__exec *x)
-{
-    for (tt__exec *p = x->parent; p; p = p->parent)
-        atomic_store_explicit(&p->busy, 0, memory_order_release);
-    atomic_store_explicit(&x->busy, 0, memory_order_release);
-    /* A token minted by tt_team_lead ends the leader role when consumed. */
-    if (x->flags & TT__F_LEAD)
-        tt__team_token_end(x);
-    if (x->pool)
-        tt__pool_entry_end(x->pool);
-}
-
-unsigned tt_exec_budget(const tt_exec *ex)
-{
-    if (!ex)
-        return 0;
-    const tt__exec *x = tt__cx(ex);
-    if (!magic_known(atomic_load_explicit(&x->magic, memory_order_relaxed)))
-        return 0;
-    return x->budget;
-}
-
-bool tt_exec_is_serial(const tt_exec *ex) { return tt_exec_budget(ex) == 1; }
-
-tt_exec *tt_exec_reborrow(tt_exec *parent, tt_exec *child)
-{
-    if (!child)
-        return NULL;
-    tt__exec *c = tt__x(child);
-    if (!parent) {
-        mint(c, NULL, 0, 0);
-        atomic_store_explicit(&c->magic, TT__MAGIC_INVALID, memory_order_relaxed);
-        return child;
-    }
-    tt__exec *p = tt__x(parent);
-    if (!magic_known(atomic_load_explicit(&p->magic, memory_order_relaxed))) {
-        /* Not a token at all: its fields are garbage, read none of them. */
-        mint(c, NULL, 0, 0);
-        atomic_store_explicit(&c->magic, TT__MAGIC_INVALID, memory_order_relaxed);
-        return child;
-    }
-    /* Copy what the parent holds whatever its state: a copied or consumed
-     * parent is found by the child's first entry through the chain. */
-    mint(c, p->pool, p->budget, p->flags & ~(uint32_t)TT__F_LEAD);
-    c->owner = p->owner;
-    c->pool_gen = p->pool_gen;
-    c->gang = p->gang;
-    c->gang_off = p->gang_off;
-    c->gang_cnt = p->gang_cnt;
-    c->ledger = p->ledger;
-    c->team = p->team;
-    c->parent = p;
-    return child;
-}
-
-tt_exec *tt_exec_limit(tt_exec *ex, unsigned max)
-{
-    if (!ex)
-        return NULL;
-    tt__exec *x = tt__x(ex);
-    if (x->self != x || atomic_load_explicit(&x->magic, memory_order_relaxed) != TT__MAGIC_LIVE)
-        return ex; /* the next entry reports the copy or the consumption */
-    if (max == 0) {
-        x->flags |= TT__F_BAD_LIMIT;
-        return ex;
-    }
-    if (max < x->budget)
-        x->budget = max;
-    if (x->gang_cnt > x->budget)
-        x->gang_cnt = x->budget;
-    return ex;
-}
-
-void tt_exec_finish(tt_exec *ex)
-{
-    if (!ex)
-        return;
-    tt__exec *x = tt__x(ex);
-    if (x->self != x || atomic_load_explicit(&x->magic, memory_order_relaxed) != TT__MAGIC_LIVE)
-        return;
-    atomic_store_explicit(&x->magic, TT__MAGIC_FINISHED, memory_order_release);
-    tt__team_token_end(x);
-}
-
-bool tt_carries_team(const tt_exec *ex)
-{
-    if (!ex)
-        return false;
-    const tt__exec *x = tt__cx(ex);
-    return check_one(x) == TT_OK && (x->flags & TT__F_TEAM) != 0;
-}
+/* The token protocol (mint, check, enter, leave, derive) is in token.c. */
 
 /* ------------------------------------------------------------------------ */
 /* Placement: which members an entry may use                                 */
@@ -575,29 +310,15 @@ static int run_tasks(entry *e, unsigned ntasks, unsigned budget, placement *pl)
 /* Mint the child token of task t in place. */
 static void child_of(tt__exec *c, const entry *e, const task *t, uint32_t flags, void *team)
 {
-    mint(c, e->pool, t->share, flags);
-    c->pool_gen = e->pool_gen;
-    c->owner = pthread_self();
+    tt__token_spec s = {.pool = e->pool, .pool_gen = e->pool_gen, .budget = t->share,
+                        .flags = flags, .ledger = e->ledger, .team = team,
+                        .owner = pthread_self()};
     if (t->cnt > 0) {
-        c->gang = e->gang;
-        c->gang_off = t->off;
-        c->gang_cnt = t->cnt;
+        s.gang = e->gang;
+        s.gang_off = t->off;
+        s.gang_cnt = t->cnt;
     }
-    c->ledger = e->ledger;
-    c->team = team;
-}
-
-/* A token held by a library task gives up its slot while it waits for its
- * children, and takes it back after. */
-void tt__exec_suspend(const tt__exec *x)
-{
-    if (x->flags & TT__F_IN_TASK)
-        tt__ledger_leave(x->ledger, 1);
-}
-void tt__exec_resume(const tt__exec *x)
-{
-    if (x->flags & TT__F_IN_TASK)
-        tt__ledger_enter(x->ledger, 1);
+    tt__token_mint(c, &s);
 }
 
 static void ext_entry_inline(entry *e);
@@ -798,16 +519,6 @@ int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void 
 /* tt_broadcast                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* The one rule behind tt_broadcast and tt_can_broadcast. */
-static int broadcast_refusal(const tt__exec *x)
-{
-    if (x->flags & TT__F_FORK_CHILD)
-        return TT_REFUSED_FORK_CHILD;
-    if (x->pool && !(x->flags & TT__F_TEAM) && tt__pool_member_of(x->pool, NULL) >= 0)
-        return TT_REFUSED_CALLER_IN_POOL;
-    return TT_OK;
-}
-
 typedef struct bcast_entry {
     entry e;
     tt_bcast_fn fn;
@@ -822,24 +533,6 @@ static void bcast_body(entry *e, const task *t)
     tt__ledger_leave(e->ledger, 1);
 }
 
-bool tt_can_broadcast(const tt_exec *ex)
-{
-    const tt__exec *x = ex ? tt__cx(ex) : NULL;
-    if (tt__exec_check(x) != TT_OK)
-        return false;
-    for (const tt__exec *p = x; p; p = p->parent)
-        if (atomic_load_explicit(&p->busy, memory_order_acquire) != 0)
-            return false;
-    /* The membership check reads the pool's crews: count it as an entry,
-     * so that a concurrent destroy is refused meanwhile. */
-    if (x->pool && tt__pool_entry_begin(x->pool, x->pool_gen) != TT_OK)
-        return false;
-    bool ok = broadcast_refusal(x) == TT_OK;
-    if (x->pool)
-        tt__pool_entry_end(x->pool);
-    return ok;
-}
-
 int tt_broadcast(tt_exec *ex, tt_bcast_fn fn, void *arg)
 {
     tt__exec *x = ex ? tt__x(ex) : NULL;
@@ -848,21 +541,12 @@ int tt_broadcast(tt_exec *ex, tt_bcast_fn fn, void *arg)
         return rc;
     if (!fn)
         return TT_EINVAL;
-    if (x->flags & TT__F_FORK_CHILD)
-        return TT_REFUSED_FORK_CHILD;
+    /* One rule with tt_can_broadcast (token.c). */
+    rc = tt__token_broadcast_verdict(x);
+    if (rc)
+        return rc;
     if (x->flags & TT__F_TEAM)
         return tt__team_broadcast(x, fn, arg);
-    /* The caller-in-pool rule reads the pool's crews: under an entry count
-     * (a concurrent destroy is refused meanwhile). */
-    if (x->pool) {
-        rc = tt__pool_entry_begin(x->pool, x->pool_gen);
-        if (rc)
-            return rc;
-        rc = broadcast_refusal(x);
-        tt__pool_entry_end(x->pool);
-        if (rc)
-            return rc;
-    }
     unsigned budget = x->budget;
     bcast_entry b = {.e = {.body = bcast_body, .pool = x->pool, .pool_gen = x->pool_gen,
                            .ledger = x->ledger},
@@ -1001,7 +685,7 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
 enum tt__cost_kind tt__exec_cost_kind(const tt_exec *ex)
 {
     const tt__exec *x = ex ? tt__cx(ex) : NULL;
-    if (!x || check_one(x) != TT_OK || x->budget <= 1 || !x->pool || x->pool->width <= 1 ||
+    if (!x || tt__token_check_one(x) != TT_OK || x->budget <= 1 || !x->pool || x->pool->width <= 1 ||
         atomic_load_explicit(&x->pool->gen, memory_order_acquire) != x->pool_gen)
         return TT__KIND_SERIAL;
     if (x->flags & TT__F_TEAM)
@@ -1012,20 +696,3 @@ enum tt__cost_kind tt__exec_cost_kind(const tt_exec *ex)
     tt__pool_entry_end(x->pool);
     return member ? TT__KIND_IN_POOL : TT__KIND_OUTSIDE;
 }
-
-/* ------------------------------------------------------------------------ */
-/* Ledger accessor                                                           */
-/* ------------------------------------------------------------------------ */
-
-#if TT_LEDGER_ENABLED
-uint64_t tt__ledger_id(const void *root);
-tt_ledger_root tt_exec_ledger_root(const tt_exec *ex)
-{
-    if (!ex)
-        return 0;
-    const tt__exec *x = tt__cx(ex);
-    if (!magic_known(atomic_load_explicit(&x->magic, memory_order_relaxed)))
-        return 0;
-    return tt__ledger_id(x->ledger);
-}
-#endif

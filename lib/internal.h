@@ -9,9 +9,10 @@
  *                 small backend table          (backend_omp.c, backend_serial.c)
  *   tt__gang_*    the pool's slots: reservation for one root         (gang.c)
  *   tt__pool_*    pools, membership, lifecycle                       (pool.c)
- *   tt__exec_*    the token protocol                                 (token.c)
- *                 and the entries that use it                        (exec.c,
- *                 team.c)
+ *   tt__token_*,  the token protocol: mint, check, claim, consume,   (token.c)
+ *   tt__exec_*    leave, reborrow, limit, finish
+ *   (entries)     placement and the task engine                      (exec.c)
+ *   tt__team_*    scopes, teams, team-authority entries              (team.c)
  *   tt__ledger_*  test support, compiled out without --enable-ledger (ledger.c)
  */
 #ifndef TT_INTERNAL_H
@@ -484,7 +485,7 @@ static inline void tt__block_find(size_t total, size_t parts, size_t i, size_t *
 }
 
 /* ------------------------------------------------------------------------ */
-/* Tokens (exec.c)                                                           */
+/* Tokens (token.c)                                                          */
 /* ------------------------------------------------------------------------ */
 
 enum {
@@ -505,8 +506,11 @@ enum {
 };
 
 /* Bits of tt__exec.busy: the low bits count reborrowed descendants inside
- * entries; TT__BUSY_ENTRY marks the token's own entry. */
+ * entries; TT__BUSY_ENTRY marks the token's own entry; TT__BUSY_ENDING
+ * marks a team-lead token finished while a descendant was inside: the
+ * descendant's leave ends the leader role (token.c). */
 #define TT__BUSY_ENTRY 0x80000000u
+#define TT__BUSY_ENDING 0x40000000u
 
 typedef struct tt__exec {
     struct tt__exec *self;     /* == the token's own address; a copy differs */
@@ -534,8 +538,38 @@ static inline const tt__exec *tt__cx(const tt_exec *ex)
     return (const tt__exec *)(const void *)ex;
 }
 
-/* Entry protocol shared by exec.c and team.c: check a token, claim and
- * consume it, give its ledger slot up while it waits, and release it. */
+/* What a new token holds; every field not named is zero. `owner` matters
+ * with TT__F_IN_TASK or TT__F_OWNED (the token's thread). */
+typedef struct tt__token_spec {
+    tt_pool *pool;
+    uint32_t pool_gen;
+    unsigned budget;
+    uint32_t flags;
+    const uint32_t *gang;
+    uint32_t gang_off, gang_cnt;
+    void *ledger;
+    void *team;
+    pthread_t owner;
+    tt__exec *parent;
+} tt__token_spec;
+
+/* Mint a live token in place: the one way a token of any kind is made
+ * (roots, reborrows, fork children in exec.c, scope and lead tokens in
+ * team.c). */
+void tt__token_mint(tt__exec *x, const tt__token_spec *s);
+/* Leave x an invalid token: every entry on it returns TT_EINVAL. */
+void tt__token_mint_invalid(tt__exec *x);
+/* The state of one token (not its chain): TT_OK when a live original,
+ * else TT_EINVAL, TT_ECOPY or TT_ECONSUMED. */
+int tt__token_check_one(const tt__exec *x);
+/* What tt_broadcast on x would return now without running (TT_OK: it
+ * would run): the one rule behind tt_broadcast and tt_can_broadcast. */
+int tt__token_broadcast_verdict(const tt__exec *x);
+
+/* Entry protocol (token.c), used by exec.c and team.c: check a token (and
+ * its whole reborrow chain, bounded), claim and consume it (every refusal,
+ * TT_EBUSY included, comes before the consumption), give its ledger slot up
+ * while it waits, and release it. */
 int tt__exec_check(const tt__exec *x);
 /* claim: count the entry (token, ancestors, pool) without consuming;
  * consume: the token is used up (undoes the claim on failure); unclaim:
@@ -548,11 +582,15 @@ void tt__exec_leave(tt__exec *x);
 void tt__exec_suspend(const tt__exec *x);
 void tt__exec_resume(const tt__exec *x);
 
-/* Team-authority entries and token end (team.c). */
+/* Team-authority entries (team.c, called by exec.c). */
 int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg);
 int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg);
 int tt__team_broadcast(tt__exec *x, tt_bcast_fn fn, void *arg);
+/* Hooks of team.c that token.c calls: end the leader role of a lead token
+ * (a no-op for other tokens), and whether a command is in flight on a team
+ * token's control block (its `team` field). */
 void tt__team_token_end(tt__exec *x);
+bool tt__team_ctl_busy(const void *ctl);
 
 /* tt_for_ranges' split, shared by the pooled and the team paths: at most
  * `budget` ranges of at least `grain` (one range when len < grain), and

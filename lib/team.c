@@ -235,16 +235,11 @@ static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
         } else {
             tt_exec child;
             tt__exec *x = tt__x(&child);
-            memset(x, 0, sizeof child);
-            x->self = x;
-            x->flags = sc->child_flags;
-            x->budget = sub->size;
-            x->pool = sub->pool;
-            x->pool_gen = sub->pool_gen;
-            x->owner = pthread_self();
-            x->ledger = sub->ledger;
-            x->team = sub;
-            atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_relaxed);
+            tt__token_spec spec = {.pool = sub->pool, .pool_gen = sub->pool_gen,
+                                   .budget = sub->size, .flags = sc->child_flags,
+                                   .ledger = sub->ledger, .team = sub,
+                                   .owner = pthread_self()};
+            tt__token_mint(x, &spec);
             tt__ledger_enter(sub->ledger, 1);
             sc->job(sc->arg, (unsigned)i, &child);
             tt__ledger_leave(sub->ledger, 1);
@@ -330,21 +325,26 @@ tt_exec *tt_scope_reborrow(tt_scope *scope, tt_exec *child)
     if (!child)
         return NULL;
     tt__exec *x = tt__x(child);
-    memset(x, 0, sizeof *child);
-    x->self = x;
     if (!scope || !scope->c || !pthread_equal(scope->c->leader, pthread_self())) {
-        atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
+        tt__token_mint_invalid(x);
         return child;
     }
-    x->flags = TT__F_TEAM | TT__F_OWNED;
-    x->owner = pthread_self();
-    x->budget = scope->size;
-    x->pool = scope->c->pool;
-    x->pool_gen = scope->c->pool_gen;
-    x->ledger = scope->ledger;
-    x->team = scope->c;
-    atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_relaxed);
+    tt__token_spec spec = {.pool = scope->c->pool, .pool_gen = scope->c->pool_gen,
+                           .budget = scope->size, .flags = TT__F_TEAM | TT__F_OWNED,
+                           .ledger = scope->ledger, .team = scope->c, .owner = pthread_self()};
+    tt__token_mint(x, &spec);
     return child;
+}
+
+/* A command (section, split) is in flight on the control block: the
+ * leader is inside it. Read by token.c before an entry on a team token
+ * claims anything, so that such an entry is refused (TT_EBUSY) without
+ * consuming the token. Only the block's leader writes `busy`, and a team
+ * token is used on that thread (TT__F_OWNED, TT__F_IN_TASK; a lead token
+ * by its leader). */
+bool tt__team_ctl_busy(const void *ctl)
+{
+    return ((const tt__ctl *)ctl)->busy;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -896,15 +896,11 @@ static int lead_common(tt_team *team, unsigned budget, tt_exec *ex, bool block)
         return TT_EINVAL;
     tt__exec *x = tt__x(ex);
     if (!team || budget == 0) {
-        memset(x, 0, sizeof *ex);
-        x->self = x;
-        atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
+        tt__token_mint_invalid(x);
         return TT_EINVAL;
     }
     if (tt__pool_forked(team->pool)) {
-        memset(x, 0, sizeof *ex);
-        x->self = x;
-        atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
+        tt__token_mint_invalid(x);
         return TT_EFORKED;
     }
     pthread_mutex_lock(&team->lock);
@@ -917,25 +913,35 @@ static int lead_common(tt_team *team, unsigned budget, tt_exec *ex, bool block)
     team->led = true;
     pthread_mutex_unlock(&team->lock);
     if (team->lent) {
-        /* Take the members back from the pool for this leader. */
-        tt__gang_acquire(team->pool, team->width - 1, team->members, UINT64_MAX);
+        /* Take the members back from the pool for this leader. A try
+         * never waits: when other roots hold them, it gives the role back
+         * and is refused (TT_REFUSED_UNAVAILABLE), nothing changed. */
+        if (block) {
+            tt__gang_acquire(team->pool, team->width - 1, team->members, UINT64_MAX);
+        } else if (tt__gang_try_acquire_all(team->pool, team->width - 1, team->members) != TT_OK) {
+            pthread_mutex_lock(&team->lock);
+            team->led = false;
+            pthread_cond_signal(&team->cond);
+            pthread_mutex_unlock(&team->lock);
+            return TT_REFUSED_UNAVAILABLE;
+        }
         team->ctl.leader = pthread_self();
         start_members(&team->ctl, team->works,
                       team->pool->attr.pin_participants && pin_allowed());
         team->lent = false;
     }
 
-    memset(x, 0, sizeof *ex);
-    x->self = x;
-    x->flags = TT__F_TEAM | TT__F_LEAD;
-    x->budget = budget < team->width ? budget : team->width;
-    x->pool = team->pool;
-    x->pool_gen = atomic_load_explicit(&team->pool->gen, memory_order_acquire);
-    x->team = &team->ctl;
-    x->ledger = tt__ledger_new_root();
-    team->ctl.ledger = x->ledger;
+    tt__token_spec spec = {
+        .pool = team->pool,
+        .pool_gen = atomic_load_explicit(&team->pool->gen, memory_order_acquire),
+        .budget = budget < team->width ? budget : team->width,
+        .flags = TT__F_TEAM | TT__F_LEAD,
+        .team = &team->ctl,
+        .ledger = tt__ledger_new_root(),
+    };
+    team->ctl.ledger = spec.ledger;
     team->ctl.leader = pthread_self();
-    atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_release);
+    tt__token_mint(x, &spec);
     return TT_OK;
 }
 

@@ -22,6 +22,7 @@ enum { NTOK = 48 };
 
 typedef struct race {
     tt_pool *pool;
+    unsigned width; /* the pool's width (1 in a serial build) */
     tt_tbarrier go;
     int kind0;
     int rc[NTOK];
@@ -72,7 +73,14 @@ static int one_entry(race *r, int kind, tt_exec *ex)
     case K_EXT: return tt_external(ex, r_ext, r);
     case K_SCOPE: return tt_team_scope(ex, r_scope, r);
     case K_CANB: return tt_can_broadcast(ex) ? TT_OK : TT_EDESTROYED;
-    default: return tt_dispatch_cost(ex, 2) == UINT64_MAX ? TT_EDESTROYED : TT_OK;
+    default:
+        /* UINT64_MAX: nothing would run in parallel, which on a width-1
+         * pool (a serial build) is always so, destroyed or not */
+        if (r->width <= 1) {
+            (void)tt_dispatch_cost(ex, 2);
+            return -1; /* says nothing: not in the ordering check */
+        }
+        return tt_dispatch_cost(ex, 2) == UINT64_MAX ? TT_EDESTROYED : TT_OK;
     }
 }
 
@@ -101,6 +109,7 @@ START_TEST(test_destroy_races_entries)
         ck_assert_ptr_nonnull(r);
         unsigned w = 2 + tt_rng_below(&seed, 2);
         r->pool = tt_make_pool(w);
+        r->width = tt_pool_width(r->pool);
         r->kind0 = (int)tt_rng_below(&seed, K_COUNT);
         for (int k = 0; k < NTOK; k++)
             ck_assert_int_eq(tt_exec_init(&r->ex[k], r->pool, w), TT_OK);
@@ -116,17 +125,23 @@ START_TEST(test_destroy_races_entries)
         ck_assert_msg(drc == TT_OK, "destroy racing entries: %s", tt_status_name(drc));
         ck_assert(tt_join_timeout(t, 60));
         bool refused = false;
+        char trail[NTOK * 8 + 1];
+        trail[0] = 0;
+        for (int k = 0; k < NTOK; k++)
+            snprintf(trail + strlen(trail), sizeof trail - strlen(trail), " %d:%d", r->kind[k],
+                     r->rc[k]);
         for (int k = 0; k < NTOK; k++) {
+            if (r->rc[k] == -1)
+                continue;
             ck_assert_msg(r->rc[k] == TT_OK || r->rc[k] == TT_EDESTROYED,
                           "kind %d: an entry racing a destroy returned %s", r->kind[k],
                           tt_status_name(r->rc[k]));
             /* once one is refused, every later one is too */
             if (refused)
                 ck_assert_msg(r->rc[k] == TT_EDESTROYED,
-                              "entry %d (kind %d) returned %s after an earlier refusal (kinds "
-                              "before: %d %d)",
-                              k, r->kind[k], tt_status_name(r->rc[k]), k > 0 ? r->kind[k - 1] : -1,
-                              k > 1 ? r->kind[k - 2] : -1);
+                              "entry %d (kind %d) returned %s after an earlier refusal "
+                              "(kind:rc of all:%s)",
+                              k, r->kind[k], tt_status_name(r->rc[k]), trail);
             refused = refused || r->rc[k] == TT_EDESTROYED;
         }
         refused_rounds += refused;
@@ -136,7 +151,9 @@ START_TEST(test_destroy_races_entries)
     }
     fprintf(stderr, "destroy race: %u rounds, %u destroys refused first, %u rounds with refused "
                     "entries\n", rounds, busy, refused_rounds);
-    if (rounds >= 200)
+    /* (A serial build runs every entry inline in a few hundred ns: its
+     * destroys mostly come after the entries.) */
+    if (rounds >= 200 && TT_PARALLEL_ENABLED)
         ck_assert_msg(busy > 0 && refused_rounds > 0, "no race: %u refused destroys, %u rounds",
                       busy, refused_rounds);
     tt_assert_no_failures();

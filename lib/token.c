@@ -1,0 +1,451 @@
+/*
+ * token.c -- the token protocol: minting, checking, entering and leaving,
+ * and the calls that inspect or derive a token without an entry.
+ *
+ * Every token, whatever made it (tt_exec_init, tt_exec_reborrow, a fork
+ * job's child in exec.c, a scope token or a team lead in team.c), is minted
+ * by tt__token_mint, and every entry goes through tt__exec_check and
+ * tt__exec_enter, so the rules below hold for every kind of token:
+ *
+ *  - A refusal consumes nothing. Everything that can refuse an entry
+ *    (the chain's state, a busy token or ancestor, a command in flight on
+ *    a team token's control block, the pool's state) is decided before the
+ *    compare-and-swap that consumes the token, and every failure after a
+ *    claim undoes the claim.
+ *  - The ancestor walk is bounded: a reborrow chain that loops (a token
+ *    reborrowed into one of its own ancestors, or into itself) is found by
+ *    a tortoise-and-hare walk and reported as TT_EINVAL.
+ *  - A team-lead token ends the leader role exactly once: at its own entry's
+ *    leave, at tt_exec_finish, or, when finished while a reborrowed
+ *    descendant is inside an entry, when that entry leaves
+ *    (TT__BUSY_ENDING).
+ *
+ * token.c knows nothing of placement; of teams it uses two hooks of team.c
+ * (tt__team_token_end, tt__team_ctl_busy).
+ */
+#include "internal.h"
+
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Minting                                                                   */
+/* ------------------------------------------------------------------------ */
+
+void tt__token_mint(tt__exec *x, const tt__token_spec *s)
+{
+    memset(x, 0, sizeof(tt_exec));
+    x->self = x;
+    x->flags = s->flags;
+    x->budget = s->budget;
+    x->pool = s->pool;
+    x->pool_gen = s->pool_gen;
+    x->gang = s->gang;
+    x->gang_off = s->gang_off;
+    x->gang_cnt = s->gang_cnt;
+    x->ledger = s->ledger;
+    x->team = s->team;
+    x->owner = s->owner;
+    x->parent = s->parent;
+    atomic_store_explicit(&x->busy, 0, memory_order_relaxed);
+    atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_release);
+}
+
+void tt__token_mint_invalid(tt__exec *x)
+{
+    memset(x, 0, sizeof(tt_exec));
+    x->self = x;
+    atomic_store_explicit(&x->busy, 0, memory_order_relaxed);
+    atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
+}
+
+int tt_exec_init(tt_exec *ex, tt_pool *pool, unsigned budget)
+{
+    if (!ex)
+        return TT_EINVAL;
+    tt__exec *x = tt__x(ex);
+    int rc = TT_OK;
+    if (!pool || budget == 0)
+        rc = TT_EINVAL;
+    else if (tt__pool_forked(pool))
+        rc = TT_EFORKED;
+    else if (atomic_load_explicit(&pool->doomed, memory_order_acquire))
+        rc = TT_EDESTROYED;
+    if (rc) {
+        tt__token_mint_invalid(x);
+        return rc;
+    }
+    if (budget > pool->width)
+        budget = pool->width;
+    tt__token_spec s = {
+        .pool = pool,
+        .pool_gen = atomic_load_explicit(&pool->gen, memory_order_acquire),
+        .budget = budget,
+        .ledger = tt__ledger_new_root(),
+    };
+    tt__token_mint(x, &s);
+    return TT_OK;
+}
+
+void tt_exec_init_serial(tt_exec *ex)
+{
+    if (!ex)
+        return;
+    tt__token_spec s = {.budget = 1, .flags = TT__F_SERIAL, .ledger = tt__ledger_new_root()};
+    tt__token_mint(tt__x(ex), &s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Checking                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static bool magic_known(uint32_t m)
+{
+    return m == TT__MAGIC_LIVE || m == TT__MAGIC_CONSUMED || m == TT__MAGIC_FINISHED;
+}
+
+int tt__token_check_one(const tt__exec *x)
+{
+    uint32_t m = atomic_load_explicit(&x->magic, memory_order_acquire);
+    if (!magic_known(m))
+        return TT_EINVAL;
+    if (x->self != x)
+        return TT_ECOPY;
+    if (m != TT__MAGIC_LIVE)
+        return TT_ECONSUMED;
+    return TT_OK;
+}
+
+/* Check every ancestor of x, in order. The walk is bounded: `slow` moves
+ * one step for every two of `p`, so on a chain that loops p meets slow
+ * (Floyd), and a loop is TT_EINVAL. */
+static int check_chain(const tt__exec *x)
+{
+    const tt__exec *slow = x;
+    unsigned steps = 0;
+    for (const tt__exec *p = x->parent; p; p = p->parent) {
+        if (p == slow)
+            return TT_EINVAL;
+        int rc = tt__token_check_one(p);
+        if (rc)
+            return rc;
+        if (++steps % 2 == 0)
+            slow = slow->parent;
+    }
+    return TT_OK;
+}
+
+/* Everything an entry checks before it may run or refuse: the token and
+ * each reborrow ancestor are live originals, the chain does not loop, the
+ * limit is valid, the thread may use the token, and the pool was built in
+ * this process and not destroyed. */
+int tt__exec_check(const tt__exec *x)
+{
+    if (!x)
+        return TT_EINVAL;
+    int rc = tt__token_check_one(x);
+    if (rc)
+        return rc;
+    rc = check_chain(x);
+    if (rc)
+        return rc;
+    if (x->flags & TT__F_BAD_LIMIT)
+        return TT_EINVAL;
+    /* A token handed to a task belongs to the task's thread. */
+    if ((x->flags & (TT__F_IN_TASK | TT__F_OWNED)) && !pthread_equal(x->owner, pthread_self()))
+        return TT_EWRONGTHREAD;
+    if (x->pool) {
+        if (atomic_load_explicit(&x->pool->gen, memory_order_acquire) != x->pool_gen)
+            return TT_EDESTROYED;
+        if (tt__pool_forked(x->pool))
+            return TT_EFORKED;
+    }
+    return TT_OK;
+}
+
+/* True when an entry on the (checked) token would be refused with TT_EBUSY
+ * now: the token's own entry or a reborrowed descendant's is in flight, an
+ * ancestor is lent to another descendant, or a command is in flight on the
+ * control block of a team token. */
+static bool chain_busy(const tt__exec *x)
+{
+    if (atomic_load_explicit(&x->busy, memory_order_acquire) != 0)
+        return true;
+    for (const tt__exec *p = x->parent; p; p = p->parent)
+        if (atomic_load_explicit(&p->busy, memory_order_acquire) != 0)
+            return true;
+    return (x->flags & TT__F_TEAM) && x->team && tt__team_ctl_busy(x->team);
+}
+
+/* The one rule behind tt_broadcast and tt_can_broadcast: what a broadcast
+ * on x would return now without running (TT_OK: it would run). */
+int tt__token_broadcast_verdict(const tt__exec *x)
+{
+    int rc = tt__exec_check(x);
+    if (rc)
+        return rc;
+    if (x->flags & TT__F_FORK_CHILD)
+        return TT_REFUSED_FORK_CHILD;
+    if (x->pool && !(x->flags & TT__F_TEAM)) {
+        /* The membership check reads the pool's crews: under an entry
+         * count, so that a concurrent destroy is refused meanwhile. */
+        rc = tt__pool_entry_begin(x->pool, x->pool_gen);
+        if (rc)
+            return rc;
+        bool member = tt__pool_member_of(x->pool, NULL) >= 0;
+        tt__pool_entry_end(x->pool);
+        if (member)
+            return TT_REFUSED_CALLER_IN_POOL;
+    }
+    if (chain_busy(x))
+        return TT_EBUSY;
+    return TT_OK;
+}
+
+bool tt_can_broadcast(const tt_exec *ex)
+{
+    return tt__token_broadcast_verdict(ex ? tt__cx(ex) : NULL) == TT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entering and leaving                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Give back the ancestors of x claimed by an entry, from x's parent up to
+ * (not including) `stop`. An ancestor finished meanwhile (a team-lead token
+ * whose finish found this descendant inside) ends its leader role here,
+ * after every word was released. */
+static void release_ancestors(tt__exec *x, const tt__exec *stop)
+{
+    tt__exec *ending[8];
+    unsigned nend = 0;
+    for (tt__exec *p = x->parent; p != stop; p = p->parent) {
+        uint32_t old = atomic_fetch_and_explicit(&p->busy, TT__BUSY_ENDING, memory_order_acq_rel);
+        if ((old & TT__BUSY_ENDING) && (old & ~TT__BUSY_ENDING)) {
+            if (nend < sizeof ending / sizeof ending[0])
+                ending[nend++] = p;
+            else
+                tt__team_token_end(p); /* not reached: one lead per chain */
+        }
+    }
+    for (unsigned i = 0; i < nend; i++)
+        tt__team_token_end(ending[i]);
+}
+
+/* Claim the token for an entry, without consuming it. Every refusal comes
+ * before the consumption and undoes what it claimed, so a refused entry
+ * consumes nothing. TT_EBUSY: a command is in flight on a team token's
+ * control block (the scope's leader is inside a section or a split), a
+ * reborrowed descendant is inside an entry (its count sits in busy), or an
+ * ancestor is lent to another descendant; TT_EDESTROYED: the pool is gone.
+ * The ancestors count this entry, so that their own entries see it, and the
+ * pool counts it as an entry: from the claim on, a destroy from another
+ * thread is refused (TT_EBUSY) instead of tearing the pool down under the
+ * entry, so an entry touches the pool (its crews, slots, lock) only after
+ * its claim. */
+int tt__exec_claim(tt__exec *x)
+{
+    if ((x->flags & TT__F_TEAM) && x->team && tt__team_ctl_busy(x->team))
+        return TT_EBUSY;
+    uint32_t zero = 0;
+    /* acq_rel pairs with the release in leave() of a child on another
+     * thread, and with ancestors' counts below. */
+    if (!atomic_compare_exchange_strong_explicit(&x->busy, &zero, TT__BUSY_ENTRY,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return TT_EBUSY;
+    /* Each ancestor is lent to one descendant entry at a time: a sibling
+     * reborrow entering meanwhile, or the ancestor's own entry, sees a
+     * non-zero word and is refused. */
+    for (tt__exec *p = x->parent; p; p = p->parent) {
+        uint32_t z = 0;
+        if (!atomic_compare_exchange_strong_explicit(&p->busy, &z, 1, memory_order_acq_rel,
+                                                     memory_order_acquire)) {
+            release_ancestors(x, p);
+            atomic_store_explicit(&x->busy, 0, memory_order_release);
+            return TT_EBUSY;
+        }
+    }
+    if (x->pool) {
+        int rc = tt__pool_entry_begin(x->pool, x->pool_gen);
+        if (rc) {
+            release_ancestors(x, NULL);
+            atomic_store_explicit(&x->busy, 0, memory_order_release);
+            return rc;
+        }
+    }
+    return TT_OK;
+}
+
+/* Undo a claim: the entry was refused after it, and nothing was consumed. */
+void tt__exec_unclaim(tt__exec *x)
+{
+    if (x->pool)
+        tt__pool_entry_end(x->pool);
+    release_ancestors(x, NULL);
+    atomic_store_explicit(&x->busy, 0, memory_order_release);
+}
+
+/* Consume a claimed token with a compare-and-swap, so that of two threads
+ * that raced into one token (a misuse: tokens are not shared) only one
+ * runs. On TT_ECONSUMED the caller undoes its claim, after it gave back
+ * what it took under the claim. */
+int tt__exec_consume(tt__exec *x)
+{
+    uint32_t live = TT__MAGIC_LIVE;
+    if (!atomic_compare_exchange_strong_explicit(&x->magic, &live, TT__MAGIC_CONSUMED,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return TT_ECONSUMED;
+    return TT_OK;
+}
+
+int tt__exec_enter(tt__exec *x)
+{
+    int rc = tt__exec_claim(x);
+    if (rc)
+        return rc;
+    rc = tt__exec_consume(x);
+    if (rc)
+        tt__exec_unclaim(x);
+    return rc;
+}
+
+void tt__exec_leave(tt__exec *x)
+{
+    release_ancestors(x, NULL);
+    atomic_store_explicit(&x->busy, 0, memory_order_release);
+    /* A token minted by tt_team_lead ends the leader role when consumed. */
+    if (x->flags & TT__F_LEAD)
+        tt__team_token_end(x);
+    if (x->pool)
+        tt__pool_entry_end(x->pool);
+}
+
+/* A token held by a library task gives up its slot while it waits for its
+ * children, and takes it back after. */
+void tt__exec_suspend(const tt__exec *x)
+{
+    if (x->flags & TT__F_IN_TASK)
+        tt__ledger_leave(x->ledger, 1);
+}
+
+void tt__exec_resume(const tt__exec *x)
+{
+    if (x->flags & TT__F_IN_TASK)
+        tt__ledger_enter(x->ledger, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Inspecting and deriving                                                   */
+/* ------------------------------------------------------------------------ */
+
+unsigned tt_exec_budget(const tt_exec *ex)
+{
+    if (!ex)
+        return 0;
+    const tt__exec *x = tt__cx(ex);
+    if (!magic_known(atomic_load_explicit(&x->magic, memory_order_relaxed)))
+        return 0;
+    return x->budget;
+}
+
+bool tt_exec_is_serial(const tt_exec *ex) { return tt_exec_budget(ex) == 1; }
+
+tt_exec *tt_exec_reborrow(tt_exec *parent, tt_exec *child)
+{
+    if (!child)
+        return NULL;
+    tt__exec *c = tt__x(child);
+    if (!parent) {
+        tt__token_mint_invalid(c);
+        return child;
+    }
+    tt__exec *p = tt__x(parent);
+    if (!magic_known(atomic_load_explicit(&p->magic, memory_order_relaxed))) {
+        /* Not a token at all: its fields are garbage, read none of them. */
+        tt__token_mint_invalid(c);
+        return child;
+    }
+    /* Copy what the parent holds whatever its state: a copied or consumed
+     * parent is found by the child's first entry through the chain. The
+     * spec is read before the child is minted, so that child == parent
+     * (or a child that is an ancestor of parent) makes a chain that loops,
+     * which the first entry reports (TT_EINVAL). */
+    tt__token_spec s = {
+        .pool = p->pool,
+        .pool_gen = p->pool_gen,
+        .budget = p->budget,
+        .flags = p->flags & ~(uint32_t)TT__F_LEAD,
+        .gang = p->gang,
+        .gang_off = p->gang_off,
+        .gang_cnt = p->gang_cnt,
+        .ledger = p->ledger,
+        .team = p->team,
+        .owner = p->owner,
+        .parent = p,
+    };
+    tt__token_mint(c, &s);
+    return child;
+}
+
+tt_exec *tt_exec_limit(tt_exec *ex, unsigned max)
+{
+    if (!ex)
+        return NULL;
+    tt__exec *x = tt__x(ex);
+    if (x->self != x || atomic_load_explicit(&x->magic, memory_order_relaxed) != TT__MAGIC_LIVE)
+        return ex; /* the next entry reports the copy or the consumption */
+    if (max == 0) {
+        x->flags |= TT__F_BAD_LIMIT;
+        return ex;
+    }
+    if (max < x->budget)
+        x->budget = max;
+    if (x->gang_cnt > x->budget)
+        x->gang_cnt = x->budget;
+    return ex;
+}
+
+void tt_exec_finish(tt_exec *ex)
+{
+    if (!ex)
+        return;
+    tt__exec *x = tt__x(ex);
+    if (x->self != x)
+        return;
+    uint32_t live = TT__MAGIC_LIVE;
+    if (!atomic_compare_exchange_strong_explicit(&x->magic, &live, TT__MAGIC_FINISHED,
+                                                 memory_order_acq_rel, memory_order_relaxed))
+        return;
+    if (!(x->flags & TT__F_LEAD))
+        return;
+    /* A team-lead token: the role ends now, or, when a reborrowed
+     * descendant is inside an entry, when that entry gives the token back
+     * (release_ancestors). Exactly one of the two sees the other's mark. */
+    uint32_t old = atomic_fetch_or_explicit(&x->busy, TT__BUSY_ENDING, memory_order_acq_rel);
+    if ((old & ~TT__BUSY_ENDING) == 0)
+        tt__team_token_end(x);
+}
+
+bool tt_carries_team(const tt_exec *ex)
+{
+    if (!ex)
+        return false;
+    const tt__exec *x = tt__cx(ex);
+    return tt__token_check_one(x) == TT_OK && (x->flags & TT__F_TEAM) != 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Ledger accessor                                                           */
+/* ------------------------------------------------------------------------ */
+
+#if TT_LEDGER_ENABLED
+uint64_t tt__ledger_id(const void *root);
+tt_ledger_root tt_exec_ledger_root(const tt_exec *ex)
+{
+    if (!ex)
+        return 0;
+    const tt__exec *x = tt__cx(ex);
+    if (!magic_known(atomic_load_explicit(&x->magic, memory_order_relaxed)))
+        return 0;
+    return tt__ledger_id(x->ledger);
+}
+#endif
