@@ -123,7 +123,7 @@ endef
 # ---------------------------------------------------------------------------
 # Targets
 # ---------------------------------------------------------------------------
-.PHONY: all deps autogen configure-default check check-tsan check-asan check-valgrind \
+.PHONY: all deps deps-consumers autogen configure-default check check-tsan check-asan check-valgrind \
         check-stress bench bench-full bench-programs install uninstall dist distcheck \
         clean distclean help
 
@@ -132,6 +132,11 @@ all: configure-default
 
 deps:
 	@$(ENSURE_DEPS) build
+
+# The optional consumers' tools (gfortran, OpenBLAS's OpenMP build, Open MPI,
+# LIKWID); configure picks them up at the next configure.
+deps-consumers:
+	@$(ENSURE_DEPS) consumers
 
 # Regenerate configure and the Makefile.in files when missing or stale.
 autogen: deps
@@ -339,6 +344,8 @@ help:
 	@echo "  make bench-programs  only build benchmarks and OpenMP baselines"
 	@echo "  make install       install (PREFIX=$(PREFIX), DESTDIR=...)"
 	@echo "  make uninstall     remove what make install installed"
+	@echo "  make deps-consumers  install gfortran, OpenBLAS (OpenMP), Open MPI, LIKWID"
+	@echo "                     (optional consumers: Fortran module, test_blas, examples/mpi)"
 	@echo "  make dist          source tarball in $(BUILD)/"
 	@echo "  make distcheck     build and test the tarball"
 	@echo "  make clean         remove the build folders"

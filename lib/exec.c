@@ -355,7 +355,9 @@ static int run_entry(tt__exec *x, entry *e, run_spec sp)
              * inline on this thread, which the tt_external's width already
              * counts (a broadcast, which needs its calls at once, is
              * refused). */
-            if (tt__gang_try_acquire_all(x->pool, sp.need, slots) == TT_OK) {
+            int got = sp.prefix ? tt__gang_try_acquire_prefix(x->pool, sp.need, slots)
+                                : tt__gang_try_acquire_all(x->pool, sp.need, slots);
+            if (got == TT_OK) {
                 pl.slots = slots;
                 pl.acquired = sp.need;
             } else if (sp.prefix) {

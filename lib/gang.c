@@ -180,6 +180,16 @@ int tt__gang_try_acquire_all(tt_pool *p, unsigned n, uint32_t *idx)
     return ok ? TT_OK : TT_REFUSED_UNAVAILABLE;
 }
 
+int tt__gang_try_acquire_prefix(tt_pool *p, unsigned n, uint32_t *idx)
+{
+    pthread_mutex_lock(&p->lock);
+    bool ok = prefix_free(p, n);
+    if (ok)
+        take_prefix(p, n, idx);
+    pthread_mutex_unlock(&p->lock);
+    return ok ? TT_OK : TT_REFUSED_UNAVAILABLE;
+}
+
 void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx)
 {
     if (n == 0)

@@ -443,6 +443,8 @@ unsigned tt__gang_try_acquire(tt_pool *p, unsigned n, uint32_t *idx);
 /* Take exactly n free slots or none, without waiting: TT_OK or
  * TT_REFUSED_UNAVAILABLE. */
 int tt__gang_try_acquire_all(tt_pool *p, unsigned n, uint32_t *idx);
+/* Take slots 0..n-1 exactly, or none, without waiting. */
+int tt__gang_try_acquire_prefix(tt_pool *p, unsigned n, uint32_t *idx);
 void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx);
 void tt__gang_init_free(tt_pool *p);
 

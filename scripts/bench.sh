@@ -30,6 +30,8 @@
 #                  and omp/ of $BUILD_DIR (set by make), of ./build, of the
 #                  current directory and of the source tree)
 #   --no-ranges    skip bench_ranges
+#   --no-cg        skip the CG application (scripts/bench-cg.sh, examples/cg:
+#                  threadteam kernels in an OpenMP code vs all OpenMP)
 # Environment: BENCH_FULL=1 (as --full), BUILD_DIR, BENCH_BINDIR, BENCH_HOST.
 #   -- ARGS        passed to every driver (e.g. -- --work 20 --gaps 1000)
 #
@@ -250,6 +252,7 @@ over=1
 pass=short
 [ -n "${BENCH_FULL:-}" ] && [ "${BENCH_FULL:-}" != 0 ] && pass=full
 ranges=1
+cgbench=1
 keep_raw=
 while [ $# -gt 0 ]; do
     case $1 in
@@ -268,6 +271,7 @@ while [ $# -gt 0 ]; do
     --bindir) bindir=$2; shift ;;
     --no-over) over=0 ;;
     --no-ranges) ranges=0 ;;
+    --no-cg) cgbench=0 ;;
     --keep-raw) keep_raw=$2; shift ;;
     --help|-h) sed -n '2,/^set -eu/p' "$0" | sed 's/^# \{0,1\}//;/^set -eu/d'; exit 0 ;;
     --) shift; break ;;
@@ -399,3 +403,22 @@ echo
 print_table "$tmp/s.csv" "$label"
 echo
 print_targets "$tmp/s.csv" "$label"
+
+# The CG application (examples/cg): threadteam kernels inside an OpenMP code
+# against its all-OpenMP twin, end to end and phase by phase, in alternating
+# processes (scripts/bench-cg.sh; its own table).
+if [ "$cgbench" = 1 ] && [ "$load" = none ]; then
+    cgprog=
+    for d in ${bd:+"$bd/examples"} "$top/build/examples" "$PWD/examples"; do
+        if [ -x "$d/cg" ]; then cgprog=$d/cg; break; fi
+    done
+    if [ -n "$cgprog" ]; then
+        if [ "$pass" = full ]; then cgr="--rounds 10 --reps 7"; else cgr="--rounds 4 --reps 5"; fi
+        echo
+        # shellcheck disable=SC2086
+        sh "$here/bench-cg.sh" --cg "$cgprog" $cgr --label "$label" ||
+            echo "bench.sh: bench-cg.sh failed" >&2
+    else
+        echo "bench.sh: examples/cg not built, CG section skipped" >&2
+    fi
+fi

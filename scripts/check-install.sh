@@ -127,4 +127,35 @@ else
     echo "check-install: no libthreadteam.a installed (--disable-static): static link not checked"
 fi
 
+# The Fortran module (when the build had a Fortran compiler): the module,
+# the archive and threadteam-fortran.pc are installed, and the Fortran
+# example builds outside the tree with only pkg-config, then runs.
+FC=${FC:-gfortran}
+if test -f "$stagelib/pkgconfig/threadteam-fortran.pc"; then
+    if ! command -v "$FC" >/dev/null 2>&1; then
+        echo "check-install: FAIL: threadteam-fortran.pc installed but $FC not found" >&2
+        exit 1
+    fi
+    echo "==> check-install: Fortran ($FC, pkg-config threadteam-fortran)"
+    fflags=$(pkg-config --cflags threadteam-fortran)
+    flibs=$(pkg-config --libs threadteam-fortran)
+    echo "check-install: pkg-config --cflags --libs threadteam-fortran: $fflags $flibs"
+    for f in "$destdir$includedir/threadteam/fortran/threadteam.mod" "$stagelib/libthreadteam_fortran.a"; do
+        if test ! -f "$f"; then
+            echo "check-install: FAIL: $f was not installed" >&2
+            exit 1
+        fi
+    done
+    cp "$root/fortran/example.f90" "$tmp/example.f90"
+    # shellcheck disable=SC2086
+    (cd "$tmp" && "$FC" -fopenmp -o example_f example.f90 $fflags $flibs)
+    LD_LIBRARY_PATH=$stagelib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$tmp/example_f"
+elif command -v gfortran >/dev/null 2>&1; then
+    echo "check-install: FAIL: gfortran exists but threadteam-fortran.pc was not installed" \
+         "(configure did not find the Fortran compiler?)" >&2
+    exit 1
+else
+    echo "check-install: no Fortran compiler: Fortran module not checked"
+fi
+
 echo "check-install: PASS"

@@ -6,6 +6,10 @@
 #   valgrind  valgrind
 #   bench     clang libomp-dev (optional: when missing it only warns, and the
 #             LLVM libomp baselines of omp/ are skipped)
+#   consumers gfortran libopenblas-openmp-dev openmpi-bin libopenmpi-dev
+#             likwid (optional, like bench: the Fortran module, tests/test_blas,
+#             examples/mpi and the LIKWID markers are skipped without them;
+#             re-run configure after installing them)
 #
 # When something is missing and we are root on a system with apt-get, the
 # packages are installed (apt-get update runs once). Otherwise the exact
@@ -67,14 +71,25 @@ check_group() {
             rm -rf "$tmp"
         fi
         ;;
+    consumers)
+        list="gfortran libopenblas-openmp-dev openmpi-bin libopenmpi-dev likwid"
+        have gfortran || miss="$miss gfortran"
+        if ! test -f /usr/include/x86_64-linux-gnu/openblas-openmp/cblas.h &&
+           ! { have pkg-config && pkg-config --exists openblas 2>/dev/null; }; then
+            miss="$miss openblas-openmp"
+        fi
+        have mpicc || miss="$miss mpicc"
+        have mpirun || miss="$miss mpirun"
+        have likwid-perfctr || miss="$miss likwid"
+        ;;
     *)
-        echo "ensure-deps.sh: unknown group '$group' (build, valgrind, bench)" >&2
+        echo "ensure-deps.sh: unknown group '$group' (build, valgrind, bench, consumers)" >&2
         exit 2
         ;;
     esac
     if test -n "$miss"; then
         add_missing "$miss"
-        if test "$group" = bench; then
+        if test "$group" = bench || test "$group" = consumers; then
             pkgs_optional="$pkgs_optional $list"
         else
             pkgs_fatal="$pkgs_fatal $list"
@@ -126,7 +141,7 @@ if test -n "$pkgs_fatal"; then
     echo "" >&2
     exit 1
 fi
-echo "ensure-deps: warning: optional benchmark tools are missing (the LLVM libomp" >&2
-echo "baselines will be skipped). To get them, run:" >&2
+echo "ensure-deps: warning: optional tools are missing (the LLVM libomp baselines," >&2
+echo "or the Fortran / OpenBLAS / MPI / LIKWID consumers, will be skipped). To get them, run:" >&2
 echo "    $how" >&2
 exit 0

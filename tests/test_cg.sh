@@ -1,0 +1,12 @@
+#!/bin/sh
+# test_cg.sh -- the OpenMP application of examples/cg.c: its threadteam
+# solver (tt_fork + tt_for_ranges matvec, tt_team_scope update with
+# barriers, between its own omp parallel regions) and its all-OpenMP solver
+# must converge with the same iteration count and residual history
+# (cg --check exits 1 otherwise). n = 128 keeps it under a few seconds.
+prog=${top_builddir:-..}/examples/cg
+if test ! -x "$prog"; then
+    echo "test_cg: $prog not built" >&2
+    exit 1
+fi
+exec "$prog" --check --n "${TT_CG_N:-128}"
