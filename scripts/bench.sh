@@ -175,6 +175,8 @@ END {
     nb = med("threadteam", "acquire", "newpool", "build_destroy", all, "none")
     if (tm != "" && pm != "") verdict(pm <= 2 * tm, "acquire w" all ": pool held <= 2 x team held", sprintf("pool %.1f us, team %.1f us (x%.2f)", pm, tm, pm / tm))
     if (tm != "" && nb != "") verdict(nb <= 5 * tm, "acquire w" all ": new pool <= 5 x team held", sprintf("build..destroy %.1f us, team %.1f us (x%.2f)", nb, tm, nb / tm))
+    nc = med("threadteam", "acquire", "newpool", "call", all, "none")
+    if (tm != "" && nc != "") verdict(nc <= 1.10 * tm, "acquire w" all ": new pool per call <= 1.10 x team held", sprintf("call %.1f us, team %.1f us (x%.2f)", nc, tm, nc / tm))
     # under load: no threadteam row more than 2x its quiet figure
     for (ld in LOADS) {
         worst = 0; worstrow = ""; cnt = 0; bad = 0
@@ -403,6 +405,18 @@ echo
 print_table "$tmp/s.csv" "$label"
 echo
 print_targets "$tmp/s.csv" "$label"
+
+# The everyday paths of an OpenMP code (bench/bench_paths.c): a token per
+# call and tt_for_ranges, the application's regions beside an idle pool and
+# alternating with pooled calls, OpenBLAS through tt_external, each against
+# the raw OpenMP a user would write instead, alternating processes, with
+# their targets (scripts/bench-paths.sh).
+if [ "$load" = none ] && paths=$(find_prog bench_paths 2>/dev/null); then
+    if [ "$pass" = full ]; then prounds=11; else prounds=5; fi
+    echo
+    sh "$here/bench-paths.sh" "$paths" "$prounds" ${out:+"$(dirname "$out")/paths-$host.csv"} ||
+        echo "bench.sh: bench-paths.sh failed" >&2
+fi
 
 # The CG application (examples/cg): threadteam kernels inside an OpenMP code
 # against its all-OpenMP twin, end to end and phase by phase, in alternating

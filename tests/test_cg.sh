@@ -4,6 +4,10 @@
 # barriers, between its own omp parallel regions) and its all-OpenMP solver
 # must converge with the same iteration count and residual history
 # (cg --check exits 1 otherwise). n = 128 keeps it under a few seconds.
+if test "${TT_UNDER_TSAN:-0}" = 1; then
+    echo "$(basename "$0"): skipped under ThreadSanitizer (the application's own OpenMP regions run on uninstrumented libgomp)"
+    exit 77
+fi
 prog=${top_builddir:-..}/examples/cg
 if test ! -x "$prog"; then
     echo "test_cg: $prog not built" >&2

@@ -6,6 +6,14 @@
 # scopes between its own OpenMP regions) gives the same answer as its
 # all-OpenMP twin when likwid-pin pins its threads. SKIP (77) without
 # likwid-pin or with fewer than 2 CPUs.
+if test "${TT_UNDER_ASAN:-0}" = 1; then
+    echo "test_likwid.sh: skipped under AddressSanitizer (likwid-pin preloads its library ahead of ASan's runtime)"
+    exit 77
+fi
+if test "${TT_UNDER_TSAN:-0}" = 1; then
+    echo "$(basename "$0"): skipped under ThreadSanitizer (the application's own OpenMP regions run on uninstrumented libgomp)"
+    exit 77
+fi
 pin=$(command -v likwid-pin 2>/dev/null)
 if test -z "$pin"; then
     echo "test_likwid: likwid-pin not found (apt-get install likwid): skipped"
