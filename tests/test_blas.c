@@ -18,9 +18,9 @@
  *    has more threads than the budget at once, the CPU-burning threads
  *    during the fork are at most the budget, and every product is right.
  *
- * test_blas_core is this file built with TT_BLAS_CORE: the checks that
- * fail on the private-crew core (tests/Makefile.am lists it in XFAIL_TESTS;
- * an XPASS there means the core was fixed: move it out of XFAIL_TESTS):
+ * test_blas_core is this file built with TT_BLAS_CORE and OpenBLAS linked
+ * normally: the checks that failed on the 0.1.0 (private-crew) core, which
+ * the "one set of threads" core fixed (docs/consumers.md):
  *  - blas_pool_create: tt_pool_create succeeds in a program linked with
  *    OpenBLAS under a finite RLIMIT_NPROC (see "CORE DEFECT" below);
  *  - blas_width with the two OpenBLAS thread counts == width.
