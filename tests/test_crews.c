@@ -250,6 +250,13 @@ static void *parked(void *arg)
 
 START_TEST(test_fork_child_root)
 {
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer's allocator locks can be copied held into the child
+     * of a multi-threaded parent (its first malloc then hangs): the fork
+     * cases run in the other builds. */
+    fprintf(stderr, "test_fork_child_root: skipped under AddressSanitizer\n");
+    return;
+#endif
     /* make the parent multi-threaded, with a libgomp team of its own too */
     tt_pool *pp = tt_make_pool(2);
     tree warm;
