@@ -17,9 +17,21 @@
 #define TT__ROW_GENERIC { 3, { 2, 4, 6 }, { 3000, 15000, 40000 } }
 
 static const tt_dispatch_costs tt__builtin_rows[TT_HOST_CLASS_COUNT] = {
-    /* x86_64-avx512: not measured here; generic. */
-    [TT_HOST_X86_64_AVX512] = { TT__ROW_GENERIC, TT__ROW_GENERIC, TT__ROW_GENERIC },
-    /* x86_64-avx2: measured by bench/calibrate (default settings: each task
+    /* x86_64-avx512: measured by bench/calibrate on the "one set of threads"
+     * core (default settings, median of 7 x 2000 calls, each task the
+     * break-even share), 2 vCPUs of an AMD EPYC (AVX-512) under KVM, Debian
+     * 12, gcc 12. An outside dispatch is now one region on the caller's own
+     * team (3.7 us at width 2). Widths 3 and 4 are oversubscribed there.
+     * docs/design/cost-model.md has the run. */
+    [TT_HOST_X86_64_AVX512] = {
+        .team = { 3, { 2, 3, 4 }, { 491, 11564, 11506 } },
+        .in_pool = { 3, { 2, 3, 4 }, { 1568, 10181, 9165 } },
+        .outside = { 3, { 2, 3, 4 }, { 3685, 33733, 42782 } },
+    },
+    /* x86_64-avx2: measured by bench/calibrate on the 0.1.0 core (held
+     * private teams; not re-measured on the caller's-team core, whose
+     * outside dispatch is a region and cheaper: this row errs on the serial
+     * side) (default settings: each task
      * the break-even share, median of 7 x 2000 calls) on the project's
      * build host, 2 vCPUs of an AMD EPYC (family 23) under KVM, Debian 12,
      * gcc 12. Widths 3 and 4 are oversubscribed there (measured so that the
