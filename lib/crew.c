@@ -126,8 +126,16 @@ void tt__member_post(tt__member *m, tt__work *w)
     /* Only the gang that owns m writes its mailbox, so the word has one
      * writer; the seq_cst store in tt__event_post releases the work
      * pointer to the member's acquire load. */
+#if defined(TT_ENABLE_DEBUG) && TT_ENABLE_DEBUG
+    TT__ASSERT(atomic_exchange_explicit(&m->posting, 1, memory_order_acq_rel) == 0);
+#endif
     uint32_t seq = atomic_load_explicit(&m->mail.word, memory_order_relaxed) + 1;
     atomic_store_explicit(&m->work, w, memory_order_relaxed);
+#if defined(TT_ENABLE_DEBUG) && TT_ENABLE_DEBUG
+    /* cleared before the post: once posted, the work may end and the next
+     * holder of the member may post again */
+    atomic_store_explicit(&m->posting, 0, memory_order_release);
+#endif
     tt__event_post(&m->mail, seq, m->crew->stats);
 }
 

@@ -205,6 +205,11 @@ typedef struct tt__member {
     _Atomic uintptr_t thread_id;
     pid_t tid;
     size_t stack_size;
+#if defined(TT_ENABLE_DEBUG) && TT_ENABLE_DEBUG
+    /* --enable-debug: set while a post is in flight, so that two writers
+     * of one mailbox at once (a gang bookkeeping error) abort. */
+    _Atomic uint32_t posting;
+#endif
 } tt__member;
 
 static inline uintptr_t tt__self_id(void) { return (uintptr_t)pthread_self(); }
