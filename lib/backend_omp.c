@@ -190,6 +190,120 @@ static void omp_external_leave(const int saved[4])
     omp_set_dynamic(saved[2]);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Recognising a tt_external callee's threads                                */
+/* ------------------------------------------------------------------------ */
+/*
+ * A tt_external that holds a pool's slots waits for its callee; a thread of
+ * the callee's own regions that enters the same pool must not wait for
+ * those slots (it would wait for itself). OpenMP names no team and no
+ * ancestor thread, but it does hand every implicit task of a new region the
+ * data environment of the task that opened it, and one ICV of that
+ * environment changes nothing a callee does unless it allocates with
+ * omp_alloc: def-allocator-var. So around the callee, the calling thread's
+ * default allocator becomes a *mark*: an allocator with default traits in
+ * the default memory space (what omp_default_mem_alloc is), made by
+ * omp_init_allocator once and kept for the life of the process. Every
+ * thread of every region the callee opens, at any depth, inherits it
+ * (libgomp copies it into each team member at region start: checked with
+ * GCC 12), and no other thread has it. A thread entering a pool reads its
+ * default allocator, finds the mark and walks the marks that were in force
+ * where each external was called (nested externals) looking for the pool.
+ *
+ * The mark replaces only omp_default_mem_alloc (or an outer mark): where
+ * the application set another default allocator (OMP_ALLOCATOR,
+ * omp_set_default_allocator), the external is left unmarked and the pool
+ * falls back to treating every thread inside a foreign region as possibly
+ * a callee's (tt__pool_external_callee).
+ *
+ * Marks live in a fixed table: entries [0, made) have their allocator
+ * made; `busy` bits say which are in use. An entry is taken and given back
+ * under `mark_lock` (tt_external is not a hot path at the scale of a mutex:
+ * a mutex pair costs about 40 ns, the smallest measured dgemm 1.6 us).
+ * Readers scan without the lock: a thread only finds a mark that its
+ * ancestry put in force and that is therefore still taken.
+ */
+#define TT__MARKS 256
+
+typedef struct callee_mark {
+    _Atomic omp_allocator_handle_t h;
+    const void *_Atomic pool;
+    struct callee_mark *_Atomic outer;
+    omp_allocator_handle_t saved; /* the taker's default before the mark */
+    bool busy;
+} callee_mark;
+
+static callee_mark marks[TT__MARKS];
+static _Atomic unsigned marks_made;
+static pthread_mutex_t mark_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static callee_mark *mark_find(omp_allocator_handle_t h)
+{
+    if (h == omp_default_mem_alloc || h == omp_null_allocator)
+        return NULL;
+    unsigned made = atomic_load_explicit(&marks_made, memory_order_acquire);
+    for (unsigned i = 0; i < made; i++)
+        if (atomic_load_explicit(&marks[i].h, memory_order_relaxed) == h)
+            return &marks[i];
+    return NULL;
+}
+
+static void *omp_callee_mark(const void *pool)
+{
+    omp_allocator_handle_t cur = omp_get_default_allocator();
+    callee_mark *outer = mark_find(cur);
+    if (!outer && cur != omp_default_mem_alloc)
+        return NULL; /* the application's own default allocator: keep it */
+    callee_mark *m = NULL;
+    pthread_mutex_lock(&mark_lock);
+    unsigned made = atomic_load_explicit(&marks_made, memory_order_relaxed);
+    for (unsigned i = 0; i < made && !m; i++)
+        if (!marks[i].busy)
+            m = &marks[i];
+    if (!m && made < TT__MARKS) {
+        omp_allocator_handle_t h = omp_init_allocator(omp_default_mem_space, 0, NULL);
+        if (h != omp_null_allocator) {
+            m = &marks[made];
+            atomic_store_explicit(&m->h, h, memory_order_relaxed);
+            atomic_store_explicit(&marks_made, made + 1, memory_order_release);
+        }
+    }
+    if (m) {
+        m->busy = true;
+        m->saved = cur;
+        /* Release: a thread that inherits the mark reads these after the
+         * region start that copied it (libgomp's own synchronisation, which
+         * TSan does not see, hence atomics). */
+        atomic_store_explicit(&m->pool, pool, memory_order_release);
+        atomic_store_explicit(&m->outer, outer, memory_order_release);
+    }
+    pthread_mutex_unlock(&mark_lock);
+    if (m)
+        omp_set_default_allocator(atomic_load_explicit(&m->h, memory_order_relaxed));
+    return m;
+}
+
+static void omp_callee_unmark(void *mark)
+{
+    callee_mark *m = mark;
+    if (!m)
+        return;
+    omp_set_default_allocator(m->saved);
+    pthread_mutex_lock(&mark_lock);
+    atomic_store_explicit(&m->pool, NULL, memory_order_relaxed);
+    m->busy = false;
+    pthread_mutex_unlock(&mark_lock);
+}
+
+static bool omp_callee_of(const void *pool)
+{
+    for (callee_mark *m = mark_find(omp_get_default_allocator()); m;
+         m = atomic_load_explicit(&m->outer, memory_order_acquire))
+        if (atomic_load_explicit(&m->pool, memory_order_acquire) == pool)
+            return true;
+    return false;
+}
+
 static unsigned omp_thread_limit(void)
 {
     int l = omp_get_thread_limit();
@@ -209,6 +323,9 @@ const tt__backend tt__backend_omp = {
     .external_enter = omp_external_enter,
     .external_leave = omp_external_leave,
     .thread_limit = omp_thread_limit,
+    .callee_mark = omp_callee_mark,
+    .callee_unmark = omp_callee_unmark,
+    .callee_of = omp_callee_of,
 };
 
 #endif /* TT_HAVE_OPENMP */

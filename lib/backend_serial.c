@@ -42,6 +42,19 @@ static void serial_external_leave(const int saved[4]) { (void)saved; }
 
 static unsigned serial_thread_limit(void) { return UINT32_MAX; }
 
+/* No threads, so no callee threads to recognise. */
+static void *serial_callee_mark(const void *pool)
+{
+    (void)pool;
+    return NULL;
+}
+static void serial_callee_unmark(void *mark) { (void)mark; }
+static bool serial_callee_of(const void *pool)
+{
+    (void)pool;
+    return false;
+}
+
 const tt__backend tt__backend_serial = {
     .name = "serial",
     .start = serial_start,
@@ -55,6 +68,9 @@ const tt__backend tt__backend_serial = {
     .external_enter = serial_external_enter,
     .external_leave = serial_external_leave,
     .thread_limit = serial_thread_limit,
+    .callee_mark = serial_callee_mark,
+    .callee_unmark = serial_callee_unmark,
+    .callee_of = serial_callee_of,
 };
 
 const tt__backend *tt__backend_get(void)

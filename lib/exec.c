@@ -321,6 +321,84 @@ static void child_of(tt__exec *c, const entry *e, const task *t, uint32_t flags,
     tt__token_mint(c, &s);
 }
 
+/* The width caps every root of a pool together (c-api.md), inline runs
+ * too: a thread that runs work of the pool inline while it holds nothing of
+ * it (no member, not inside a callee of the pool's own tt_external, not
+ * inside another inline run of the pool) takes one slot for the run,
+ * waiting for it first come first served as roots do. Without it, plain
+ * threads with budget-1 roots on a pool of width 1 ran side by side (the
+ * ledger's per-pool peak showed 2). A thread inside the run is known by
+ * its hold (tt__pool_thread_holds) and never waits for a slot again. */
+static bool inline_slot_needed(const tt__exec *x, const placement *pl)
+{
+    return x->pool && !(x->flags & TT__F_TEAM) && pl->self < 0 && !pl->gang &&
+           !tt__pool_thread_holds(x->pool) && !tt__pool_external_callee(x->pool);
+}
+
+static void inline_hold_take(tt__inline_hold *h, tt__exec *x, const placement *pl)
+{
+    *h = (tt__inline_hold){.pool = x->pool};
+    if (!inline_slot_needed(x, pl))
+        return;
+    tt__gang_acquire(x->pool, 1, &h->slot, UINT64_MAX);
+    h->held = true;
+}
+
+/* Give the slot back without having run (a refused entry). */
+void tt__inline_hold_drop(tt__inline_hold *h)
+{
+    if (h->held)
+        tt__gang_release(h->pool, 1, &h->slot);
+    h->held = false;
+}
+
+void tt__inline_hold_begin(tt__inline_hold *h)
+{
+    if (h->held)
+        tt__pool_hold_push(h);
+}
+
+void tt__lend_begin(tt__lend *l, tt_pool *pool)
+{
+    l->h = tt__pool_thread_hold(pool);
+    if (!l->h || !l->h->held) {
+        l->h = NULL;
+        return;
+    }
+    /* Stop counting first, then give the slot back (the ledger's per-pool
+     * count never shows this thread beside the slot's next holder). */
+    tt__ledger_pool_suspend(pool, &l->ls);
+    tt__gang_release(pool, 1, &l->h->slot);
+    l->h->held = false;
+}
+
+void tt__lend_end(tt__lend *l)
+{
+    if (!l->h)
+        return;
+    tt__gang_acquire(l->h->pool, 1, &l->h->slot, UINT64_MAX);
+    l->h->held = true;
+    tt__ledger_pool_resume(&l->ls);
+}
+
+/* For callers outside this file (team.c): the token's placement first. */
+void tt__inline_hold_take(tt__inline_hold *h, tt__exec *x)
+{
+    placement pl;
+    if (token_members(x, &pl) == TT_OK)
+        inline_hold_take(h, x, &pl);
+    else
+        *h = (tt__inline_hold){.pool = x->pool};
+}
+
+void tt__inline_hold_end(tt__inline_hold *h)
+{
+    if (h->held) {
+        tt__pool_hold_pop();
+        tt__inline_hold_drop(h);
+    }
+}
+
 static void ext_entry_inline(entry *e);
 
 /* The common frame of tt_fork, tt_for_ranges, tt_broadcast and tt_external
@@ -342,15 +420,16 @@ static int run_entry(tt__exec *x, entry *e, run_spec sp)
     rc = token_members(x, &pl);
     bool spread = !((sp.ntasks <= 1 && !sp.one) || !x->pool || x->pool->width <= 1);
     uint32_t slots[spread ? sp.need : 1], gang[spread ? sp.need : 1];
-    if (rc == TT_OK && spread && pl.self < 0 && tt__pool_uses_private_crew(x->pool)) {
+    if (rc == TT_OK && spread && pl.self < 0) {
         /* Start the private crew before the token is consumed, so that a
          * refused start (TT_EAGAIN) leaves the token usable. */
         tt__crew *crew;
-        rc = tt__pool_private_crew(x->pool, &crew);
+        if (tt__pool_uses_private_crew(x->pool))
+            rc = tt__pool_private_crew(x->pool, &crew);
         if (rc == TT_OK && tt__pool_external_callee(x->pool)) {
-            /* Maybe a thread of a tt_external callee's own region, calling
-             * back into the pool whose slots that very tt_external holds
-             * while it waits for the callee: it must not wait for them.
+            /* A thread of a tt_external callee's own region, calling back
+             * into the pool whose slots that very tt_external holds while it
+             * waits for the callee: it must not wait for them.
              * Take the slots now if they are free; otherwise run the tasks
              * inline on this thread, which the tt_external's width already
              * counts (a broadcast, which needs its calls at once, is
@@ -367,15 +446,20 @@ static int run_entry(tt__exec *x, entry *e, run_spec sp)
             }
         }
     }
+    tt__inline_hold hold = {0};
+    if (rc == TT_OK && !spread && !sp.one)
+        inline_hold_take(&hold, x, &pl);
     if (rc == TT_OK)
         rc = tt__exec_consume(x);
     if (rc) {
         if (pl.acquired)
             tt__gang_release(x->pool, pl.acquired, pl.slots);
+        tt__inline_hold_drop(&hold);
         tt__exec_unclaim(x);
         return rc;
     }
-    tt__exec_suspend(x);
+    unsigned saved = tt__exec_suspend(x);
+    tt__inline_hold_begin(&hold);
     if (!spread && sp.one) {
         ext_entry_inline(e);
     } else if (!spread) {
@@ -394,6 +478,11 @@ static int run_entry(tt__exec *x, entry *e, run_spec sp)
             e->body(e, &t);
         }
     } else {
+        /* Inside an inline run of this pool, its slot goes to this entry
+         * while it runs (tt__lend_begin). */
+        tt__lend lend = {0};
+        if (pl.self < 0 && !pl.gang && pl.acquired == 0)
+            tt__lend_begin(&lend, x->pool);
         rc = reserve(x->pool, &pl, sp.need, sp.prefix, slots, gang);
         if (rc == TT_OK) {
             if (sp.one) {
@@ -414,8 +503,10 @@ static int run_entry(tt__exec *x, entry *e, run_spec sp)
             }
             unreserve(x->pool, &pl);
         }
+        tt__lend_end(&lend);
     }
-    tt__exec_resume(x);
+    tt__inline_hold_end(&hold);
+    tt__exec_resume(x, saved);
     tt__exec_leave(x);
     return rc;
 }
@@ -442,9 +533,9 @@ static void fork_body(entry *e, const task *t)
         tt_exec child;
         tt__exec *c = tt__x(&child);
         child_of(c, e, t, f->child_flags, f->team);
-        tt__ledger_enter(e->ledger, 1);
+        tt__ledger_enter(e->ledger);
         f->job(f->arg, (unsigned)i, &child);
-        tt__ledger_leave(e->ledger, 1);
+        tt__ledger_leave(e->ledger);
         atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
     }
 }
@@ -487,9 +578,9 @@ static void range_body(entry *e, const task *t)
     range_entry *r = (range_entry *)e;
     size_t begin, end;
     tt__range_of(r->len, r->ntasks, t->index, &begin, &end);
-    tt__ledger_enter(e->ledger, 1);
+    tt__ledger_enter(e->ledger);
     r->body(r->arg, begin, end);
-    tt__ledger_leave(e->ledger, 1);
+    tt__ledger_leave(e->ledger);
 }
 
 static void nothing_body(entry *e, const task *t)
@@ -530,9 +621,9 @@ typedef struct bcast_entry {
 static void bcast_body(entry *e, const task *t)
 {
     bcast_entry *b = (bcast_entry *)e;
-    tt__ledger_enter(e->ledger, 1);
+    tt__ledger_enter(e->ledger);
     b->fn(b->arg, t->index);
-    tt__ledger_leave(e->ledger, 1);
+    tt__ledger_leave(e->ledger);
 }
 
 int tt_broadcast(tt_exec *ex, tt_bcast_fn fn, void *arg)
@@ -569,14 +660,37 @@ typedef struct ext_entry {
     bool nested;     /* the callee's region is nested in the caller's    */
 } ext_entry;
 
-static void ext_call(ext_entry *x, unsigned width, bool nested)
+/* Call the callee with `width`. `holding`: the external holds slots of the
+ * pool while the callee runs, so a thread of the callee that enters the
+ * pool must not wait for them: the pool counts the external, and the
+ * backend marks the callee's threads (tt__pool_external_callee). */
+static void ext_call(ext_entry *x, unsigned width, bool nested, bool holding)
 {
     const tt__backend *be = tt__backend_get();
+    tt_pool *pool = x->e.pool;
     int saved[4];
+    void *mark = NULL;
     be->external_enter(width, nested, saved);
-    tt__ledger_enter(x->e.ledger, width);
+    if (holding) {
+        atomic_fetch_add_explicit(&pool->externals, 1, memory_order_acq_rel);
+        mark = be->callee_mark(pool);
+        if (!mark)
+            atomic_fetch_add_explicit(&pool->externals_unmarked, 1, memory_order_acq_rel);
+    }
+    /* Ledger: this thread counts, and so does every thread of the regions
+     * the callee opens from here (ledger.c). */
+    uint64_t prev = tt__ledger_callee_begin(x->e.ledger);
+    tt__ledger_enter(x->e.ledger);
     x->fn(x->arg, width);
-    tt__ledger_leave(x->e.ledger, width);
+    tt__ledger_leave(x->e.ledger);
+    tt__ledger_callee_end(prev);
+    if (holding) {
+        if (mark)
+            be->callee_unmark(mark);
+        else
+            atomic_fetch_sub_explicit(&pool->externals_unmarked, 1, memory_order_acq_rel);
+        atomic_fetch_sub_explicit(&pool->externals, 1, memory_order_acq_rel);
+    }
     be->external_leave(saved);
 }
 
@@ -587,9 +701,7 @@ static void ext_body(entry *e, const task *t)
      * first; the others were reserved so that nobody else uses their
      * slots while the callee's threads do). */
     (void)t;
-    atomic_fetch_add_explicit(&e->pool->externals, 1, memory_order_acq_rel);
-    ext_call(x, x->width, true);
-    atomic_fetch_sub_explicit(&e->pool->externals, 1, memory_order_acq_rel);
+    ext_call(x, x->width, true, true);
 }
 
 /* A callee thread of another tt_external that calls tt_external: the
@@ -598,7 +710,7 @@ static void ext_entry_inline(entry *e)
 {
     ext_entry *x = (ext_entry *)e;
     x->width = 1;
-    ext_call(x, 1, true);
+    ext_call(x, 1, true, false);
 }
 
 int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
@@ -618,12 +730,24 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
     if (width == 1 || !x->pool || x->pool->width <= 1 || (x->flags & TT__F_TEAM)) {
         /* Inline: budget 1, a pool of width 1, or a team token whose leader
          * holds the team's width. */
-        rc = tt__exec_enter(x);
+        rc = tt__exec_claim(x);
         if (rc)
             return rc;
-        tt__exec_suspend(x);
-        ext_call(&e, width, tt__backend_get()->in_parallel());
-        tt__exec_resume(x);
+        placement pl;
+        tt__inline_hold hold = {0};
+        if (token_members(x, &pl) == TT_OK)
+            inline_hold_take(&hold, x, &pl);
+        rc = tt__exec_consume(x);
+        if (rc) {
+            tt__inline_hold_drop(&hold);
+            tt__exec_unclaim(x);
+            return rc;
+        }
+        unsigned saved = tt__exec_suspend(x);
+        tt__inline_hold_begin(&hold);
+        ext_call(&e, width, tt__backend_get()->in_parallel(), false);
+        tt__inline_hold_end(&hold);
+        tt__exec_resume(x, saved);
         tt__exec_leave(x);
         return TT_OK;
     }
@@ -632,49 +756,50 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
         return rc;
     placement pl;
     rc = token_members(x, &pl);
+    /* A thread that runs inside a callee of this pool's own external (the
+     * caller of a full-width external calling back) is no plain thread
+     * here: the slots are held, it takes the general path, which never
+     * waits for them. */
     bool top = rc == TT_OK && pl.self < 0 && width == x->pool->width &&
-               !tt__pool_uses_private_crew(x->pool);
+               !tt__pool_uses_private_crew(x->pool) && !tt__pool_external_callee(x->pool);
     bool member_root = rc == TT_OK && pl.self >= 0 && !pl.gang;
-    tt__exec_unclaim(x); /* the paths below claim again */
-    if (rc)
+    if (rc == TT_OK && (top || member_root))
+        rc = tt__exec_consume(x);
+    if (rc) {
+        tt__exec_unclaim(x);
         return rc;
+    }
     if (top) {
         /* A full-width root on a plain thread: the callee runs on this very
          * thread with nthreads-var = width, so its region is this thread's
          * own top-level region on the same hot team. No region of ours, no
          * nested region, no thread created. */
-        rc = tt__exec_enter(x);
-        if (rc)
-            return rc;
         uint32_t slots[width];
+        tt__lend lend;
+        tt__lend_begin(&lend, x->pool);
         tt__gang_acquire(x->pool, width, slots, UINT64_MAX);
         tt__ledger_install(x->pool);
-        tt__exec_suspend(x);
-        atomic_fetch_add_explicit(&x->pool->externals, 1, memory_order_acq_rel);
-        ext_call(&e, width, false);
-        atomic_fetch_sub_explicit(&x->pool->externals, 1, memory_order_acq_rel);
-        tt__exec_resume(x);
+        unsigned saved = tt__exec_suspend(x);
+        ext_call(&e, width, false, true);
+        tt__exec_resume(x, saved);
         tt__gang_release(x->pool, width, slots);
+        tt__lend_end(&lend);
         tt__exec_leave(x);
         return TT_OK;
     }
     if (member_root) {
         /* A member's nested root: the callee gets the members it holds. */
-        rc = tt__exec_enter(x);
-        if (rc)
-            return rc;
         uint32_t slots[width], gang[width];
-        tt__exec_suspend(x);
+        unsigned saved = tt__exec_suspend(x);
         reserve(x->pool, &pl, width, false, slots, gang);
         e.width = pl.cnt;
-        atomic_fetch_add_explicit(&x->pool->externals, 1, memory_order_acq_rel);
-        ext_call(&e, e.width, true);
-        atomic_fetch_sub_explicit(&x->pool->externals, 1, memory_order_acq_rel);
+        ext_call(&e, e.width, true, true);
         unreserve(x->pool, &pl);
-        tt__exec_resume(x);
+        tt__exec_resume(x, saved);
         tt__exec_leave(x);
         return TT_OK;
     }
+    tt__exec_unclaim(x); /* run_entry claims for itself */
     if (pl.gang)
         e.width = pl.cnt < width ? pl.cnt : width;
     return run_entry(x, &e.e, (run_spec){.ntasks = 1, .budget = width, .need = width, .one = true});

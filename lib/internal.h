@@ -254,6 +254,14 @@ typedef struct tt__backend {
     void (*external_leave)(const int saved[4]);
     /* The thread limit OpenMP imposes (UINT32_MAX when none). */
     unsigned (*thread_limit)(void);
+    /* Around a tt_external callee that runs while the external holds
+     * `pool`'s slots: mark the calling thread's data environment, which
+     * every region the callee opens inherits (NULL: could not mark), and
+     * take the mark off. callee_of: the calling thread runs inside such a
+     * callee of `pool` (backend_omp.c says how). */
+    void *(*callee_mark)(const void *pool);
+    void (*callee_unmark)(void *mark);
+    bool (*callee_of)(const void *pool);
 } tt__backend;
 
 extern const tt__backend tt__backend_serial;
@@ -402,20 +410,31 @@ struct tt_pool {
     bool team_owned;          /* a tt_team owns the pool                  */
 
     _Atomic uint64_t installs; /* plain-thread acquisitions (ledger)      */
+    /* Ledger builds: threads running the pool's work now (high 32 bits)
+     * and the most at once (low 32 bits); see ledger.c. */
+    _Atomic uint64_t ledger_threads;
     /* tt_external calls running on the pool while holding its slots: a
      * thread of a callee's region that enters the pool must not wait for
      * those slots (tt__pool_external_callee). */
     _Atomic uint32_t externals;
+    _Atomic uint32_t externals_unmarked; /* of those, not marked (above)  */
 };
 
-/* True when the calling thread may be a thread of a running tt_external's
- * callee region: it is inside a parallel region that is not the pool's
- * own, and a tt_external holds slots of the pool. Such a thread never
- * waits for slots. */
+/* True when the calling thread runs inside the callee of a tt_external
+ * that holds slots of the pool (the callee's own thread, or a thread of any
+ * region the callee opened): such a thread never waits for slots. Exact
+ * where the external could mark the callee (backend callee_of); for an
+ * unmarked external (the application set its own default allocator), any
+ * thread inside a parallel region is taken for a possible callee thread. */
 static inline bool tt__pool_external_callee(const tt_pool *p)
 {
-    return atomic_load_explicit(&((tt_pool *)p)->externals, memory_order_acquire) != 0 &&
-           tt__backend_get()->in_parallel();
+    if (atomic_load_explicit(&((tt_pool *)p)->externals, memory_order_acquire) == 0)
+        return false;
+    const tt__backend *be = tt__backend_get();
+    if (be->callee_of(p))
+        return true;
+    return atomic_load_explicit(&((tt_pool *)p)->externals_unmarked, memory_order_acquire) != 0 &&
+           be->in_parallel();
 }
 
 static inline tt__crew *tt__pool_crew(const tt_pool *p)
@@ -435,6 +454,50 @@ void tt__test_force_private_crew(bool on);
  * *crew receives that crew. The level-1 OpenMP thread number names the
  * only member it can be in each crew, and a thread comparison confirms. */
 int tt__pool_member_of(const tt_pool *pool, tt__crew **crew);
+/* Inline holds: a thread that runs work of a pool inline while it is no
+ * member of it holds one slot for the run (exec.c, inline_hold). These
+ * say whether the calling thread is inside such a run of `pool` (then it
+ * never waits for the pool's slots again), and enter and leave one. */
+/* tt__ledger_pool_suspend/resume: the calling thread stops counting for
+ * every root of `pool` it counts for (it gives its slot of the pool back
+ * while it waits), and counts again. */
+#define TT__LEDGER_SAVED 8
+typedef struct tt__ledger_saved {
+    unsigned n;
+    uint64_t id[TT__LEDGER_SAVED];
+    unsigned depth[TT__LEDGER_SAVED];
+} tt__ledger_saved;
+struct tt__exec;
+typedef struct tt__inline_hold {
+    tt_pool *pool;
+    uint32_t slot;
+    bool held;
+} tt__inline_hold;
+/* Take the slot an inline run of token x needs (none when the calling
+ * thread holds something of the pool already), give it back unused, and
+ * bracket the run (exec.c). */
+void tt__inline_hold_take(tt__inline_hold *h, struct tt__exec *x);
+void tt__inline_hold_drop(tt__inline_hold *h);
+void tt__inline_hold_begin(tt__inline_hold *h);
+void tt__inline_hold_end(tt__inline_hold *h);
+/* The hold of `pool` the calling thread is inside (NULL: none). */
+tt__inline_hold *tt__pool_thread_hold(const tt_pool *pool);
+static inline bool tt__pool_thread_holds(const tt_pool *pool)
+{
+    return tt__pool_thread_hold(pool) != NULL;
+}
+/* A thread inside a hold of the pool that makes a nested entry which takes
+ * slots of the same pool lends its held slot to it for the entry (the
+ * parent waiting for its children keeps no slot), and takes it back after:
+ * it never waits for slots while holding one. */
+typedef struct tt__lend {
+    tt__inline_hold *h;
+    tt__ledger_saved ls;
+} tt__lend;
+void tt__lend_begin(tt__lend *l, tt_pool *pool);
+void tt__lend_end(tt__lend *l);
+void tt__pool_hold_push(tt__inline_hold *h);
+void tt__pool_hold_pop(void);
 
 /* Take exactly n free slots for a plain thread, waiting in FIFO order
  * (timeout_ns UINT64_MAX: forever). idx receives their indices, lowest
@@ -586,8 +649,8 @@ int tt__exec_consume(tt__exec *x);
 void tt__exec_unclaim(tt__exec *x);
 int tt__exec_enter(tt__exec *x);
 void tt__exec_leave(tt__exec *x);
-void tt__exec_suspend(const tt__exec *x);
-void tt__exec_resume(const tt__exec *x);
+unsigned tt__exec_suspend(const tt__exec *x);
+void tt__exec_resume(const tt__exec *x, unsigned saved);
 
 /* Team-authority entries (team.c, called by exec.c). */
 int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg);
@@ -633,15 +696,38 @@ const tt_dispatch_costs *tt__pool_costs(const tt_pool *pool);
 /* Ledger (ledger.c); every call is a no-op without --enable-ledger          */
 /* ------------------------------------------------------------------------ */
 
+/* The ledger counts threads, not calls: tt__ledger_enter/leave bracket a
+ * thread's run of a root's user code (nested brackets of the same root on
+ * one thread count once); tt__ledger_suspend stops the count of a thread
+ * that waits for its children and returns what tt__ledger_resume needs to
+ * restore it; tt__ledger_callee_begin/end mark a thread that runs a
+ * tt_external callee, so that the threads of the callee's own OpenMP
+ * regions count for the root too. */
 #if TT_LEDGER_ENABLED
-void *tt__ledger_new_root(void);
-void tt__ledger_enter(void *root, unsigned n);
-void tt__ledger_leave(void *root, unsigned n);
-void tt__ledger_install(tt_pool *pool);
+void tt__ledger_pool_suspend(const tt_pool *pool, tt__ledger_saved *sv);
+void tt__ledger_pool_resume(const tt__ledger_saved *sv);
+void *tt__ledger_new_root(tt_pool *pool);
+void tt__ledger_enter(void *root);
+void tt__ledger_leave(void *root);
+unsigned tt__ledger_suspend(void *root);
+void tt__ledger_resume(void *root, unsigned saved);
+uint64_t tt__ledger_callee_begin(void *root);
+void tt__ledger_callee_end(uint64_t prev);
+static inline void tt__ledger_install(tt_pool *pool) { (void)pool; }
 #else
-static inline void *tt__ledger_new_root(void) { return NULL; }
-static inline void tt__ledger_enter(void *root, unsigned n) { (void)root; (void)n; }
-static inline void tt__ledger_leave(void *root, unsigned n) { (void)root; (void)n; }
+static inline void tt__ledger_pool_suspend(const tt_pool *pool, tt__ledger_saved *sv)
+{
+    (void)pool;
+    sv->n = 0;
+}
+static inline void tt__ledger_pool_resume(const tt__ledger_saved *sv) { (void)sv; }
+static inline void *tt__ledger_new_root(tt_pool *pool) { (void)pool; return NULL; }
+static inline void tt__ledger_enter(void *root) { (void)root; }
+static inline void tt__ledger_leave(void *root) { (void)root; }
+static inline unsigned tt__ledger_suspend(void *root) { (void)root; return 0; }
+static inline void tt__ledger_resume(void *root, unsigned saved) { (void)root; (void)saved; }
+static inline uint64_t tt__ledger_callee_begin(void *root) { (void)root; return 0; }
+static inline void tt__ledger_callee_end(uint64_t prev) { (void)prev; }
 static inline void tt__ledger_install(tt_pool *pool) { (void)pool; }
 #endif
 

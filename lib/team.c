@@ -145,9 +145,9 @@ static void wait_join(tt__ctl *c)
 static void run_section(tt__ctl *c, unsigned rank)
 {
     tt_section s = {.c = c, .rank = rank, .size = c->width, .ledger = c->ledger};
-    tt__ledger_enter(c->ledger, 1);
+    tt__ledger_enter(c->ledger);
     c->fn(c->arg, &s);
-    tt__ledger_leave(c->ledger, 1);
+    tt__ledger_leave(c->ledger);
 }
 
 unsigned tt_section_rank(const tt_section *s) { return s ? s->rank : 0; }
@@ -228,10 +228,12 @@ static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
     sub->leader = pthread_self();
     for (size_t i = first; i < first + n; i++) {
         if (sc->split) {
-            /* Like a scope's callback, a part is not counted as a task:
-             * its sections count every participant, its own rank 0 too. */
+            /* Like a scope's callback, a part is the root's user code on
+             * this thread (its sections on this thread count once). */
             tt_scope view = {.c = sub, .size = sub->size, .ledger = sub->ledger};
+            tt__ledger_enter(sub->ledger);
             sc->split(sc->arg, (unsigned)i, &view);
+            tt__ledger_leave(sub->ledger);
         } else {
             tt_exec child;
             tt__exec *x = tt__x(&child);
@@ -240,9 +242,9 @@ static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
                                    .ledger = sub->ledger, .team = sub,
                                    .owner = pthread_self()};
             tt__token_mint(x, &spec);
-            tt__ledger_enter(sub->ledger, 1);
+            tt__ledger_enter(sub->ledger);
             sc->job(sc->arg, (unsigned)i, &child);
-            tt__ledger_leave(sub->ledger, 1);
+            tt__ledger_leave(sub->ledger);
             atomic_store_explicit(&x->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
         }
     }
@@ -499,7 +501,10 @@ static void scope_region_member(void *ctx, unsigned k, unsigned got)
     tt__region_member_enter(c->crew, k);
     c->crew->be->confine();
     if (k == 0) {
+        /* The callback is the root's user code on this thread. */
+        tt__ledger_enter(c->ledger);
         r->fn(r->arg, r->view);
+        tt__ledger_leave(c->ledger);
         end_members(c);
     } else {
         cpu_set_t saved;
@@ -531,9 +536,13 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
     tt_pool *pool = x->pool;
     unsigned budget = x->budget;
     if (budget == 1 || !pool || pool->width <= 1) {
-        /* A scope of the leader alone: no member, no scheduler call. */
+        /* A scope of the leader alone: no member, no scheduler call (a
+         * slot of the pool when this thread holds none: exec.c). */
+        tt__inline_hold hold;
+        tt__inline_hold_take(&hold, x);
         rc = tt__exec_consume(x);
         if (rc) {
+            tt__inline_hold_drop(&hold);
             tt__exec_unclaim(x);
             return rc;
         }
@@ -541,9 +550,13 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         tt__wait_policy pol = {0};
         ctl_init(&c, pool, NULL, 1, NULL, &pol, x->ledger);
         tt_scope view = {.c = &c, .size = 1, .ledger = x->ledger};
-        tt__exec_suspend(x);
+        unsigned saved = tt__exec_suspend(x);
+        tt__inline_hold_begin(&hold);
+        tt__ledger_enter(x->ledger);
         fn(arg, &view);
-        tt__exec_resume(x);
+        tt__ledger_leave(x->ledger);
+        tt__inline_hold_end(&hold);
+        tt__exec_resume(x, saved);
         tt__exec_leave(x);
         return TT_OK;
     }
@@ -576,6 +589,7 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
     uint32_t members[budget], slots[budget];
     unsigned have = 0, taken = 0;
     bool region = false;
+    tt__lend lend = {0};
     if (self >= 0) {
         if (x->gang && x->gang_cnt > 0) {
             if (x->gang[x->gang_off] != (uint32_t)self)
@@ -602,11 +616,15 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         if (private)
             rc = tt__pool_private_crew(pool, &crew);
         /* A thread of a tt_external callee's region never waits for the
-         * slots that tt_external may hold: free now, or refused. */
-        if (private && tt__pool_external_callee(pool))
+         * slots that tt_external may hold: free now, or refused. A thread
+         * inside an inline run of the pool lends that run's slot to the
+         * scope (tt__lend_begin). */
+        if (tt__pool_external_callee(pool))
             timeout = 0;
-        if (rc == TT_OK)
+        if (rc == TT_OK) {
+            tt__lend_begin(&lend, pool);
             rc = tt__gang_acquire(pool, budget, slots, timeout);
+        }
         if (rc == TT_OK) {
             taken = budget;
             tt__ledger_install(pool);
@@ -633,13 +651,14 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
             tt__region_crew_put(pool, crew);
         if (taken)
             tt__gang_release(pool, taken, slots);
+        tt__lend_end(&lend);
         tt__exec_unclaim(x);
         return rc;
     }
     pol.throttled = pol.throttled || budget > tt__cpu_count_cached();
     tt__ctl c;
     tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
-    tt__exec_suspend(x);
+    unsigned saved = tt__exec_suspend(x);
     if (region) {
         unsigned cpus[budget];
         ctl_init(&c, pool, crew, budget, NULL, &pol, x->ledger);
@@ -658,12 +677,15 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         ctl_init(&c, pool, crew, budget, members, &pol, x->ledger);
         part_work works[budget - 1];
         start_members(&c, works, pin);
+        tt__ledger_enter(x->ledger);
         fn(arg, &view);
+        tt__ledger_leave(x->ledger);
         end_members(&c);
     }
-    tt__exec_resume(x);
+    tt__exec_resume(x, saved);
     if (taken)
         tt__gang_release(pool, taken, slots);
+    tt__lend_end(&lend);
     tt__exec_leave(x);
     return rc;
 }
@@ -701,9 +723,9 @@ static int with_carried_scope(tt__exec *x, carried_op op, void *ctx)
     pthread_t prev = c->leader;
     c->leader = pthread_self();
     tt_scope view = {.c = c, .size = x->budget, .ledger = x->ledger};
-    tt__exec_suspend(x);
+    unsigned saved = tt__exec_suspend(x);
     rc = op(&view, ctx);
-    tt__exec_resume(x);
+    tt__exec_resume(x, saved);
     c->leader = prev;
     tt__exec_leave(x);
     return rc;
@@ -720,7 +742,9 @@ typedef struct call_ctx {
 static int op_callback(tt_scope *view, void *ctx)
 {
     call_ctx *k = ctx;
+    tt__ledger_enter(view->ledger);
     k->fn(k->arg, view);
+    tt__ledger_leave(view->ledger);
     return TT_OK;
 }
 
@@ -837,7 +861,12 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
     if (!t)
         return TT_ENOMEM;
     unsigned nm = width - 1;
-    t->members = tt__calloc(nm ? nm : 1, sizeof *t->members);
+    /* Slots: one per member (members[0..nm-1], the participants 1..) and
+     * one for whichever thread leads (members[nm], a member left idle):
+     * the leader runs the team's work too, and the pool's width caps every
+     * root together (a team of width 1 on a pool of width 1 ran beside a
+     * root of the pool: the ledger's per-pool peak showed 2). */
+    t->members = tt__calloc(width, sizeof *t->members);
     t->works = tt__calloc(nm ? nm : 1, sizeof *t->works);
     if (!t->members || !t->works || pthread_mutex_init(&t->lock, NULL) != 0) {
         free(t->members);
@@ -864,8 +893,8 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
     tt__crew *crew = NULL;
     if (rc == TT_OK && nm > 0)
         rc = tt__pool_private_crew(pool, &crew);
-    if (rc == TT_OK && nm > 0 && !t->lends)
-        rc = tt__gang_acquire(pool, nm, t->members, pool->attr.acquire_timeout_ns);
+    if (rc == TT_OK && !(t->lends && nm > 0))
+        rc = tt__gang_acquire(pool, width, t->members, pool->attr.acquire_timeout_ns);
     if (rc != TT_OK) {
         if (!owned) {
             pthread_mutex_lock(&pool->lock);
@@ -917,8 +946,8 @@ static int lead_common(tt_team *team, unsigned budget, tt_exec *ex, bool block)
          * never waits: when other roots hold them, it gives the role back
          * and is refused (TT_REFUSED_UNAVAILABLE), nothing changed. */
         if (block) {
-            tt__gang_acquire(team->pool, team->width - 1, team->members, UINT64_MAX);
-        } else if (tt__gang_try_acquire_all(team->pool, team->width - 1, team->members) != TT_OK) {
+            tt__gang_acquire(team->pool, team->width, team->members, UINT64_MAX);
+        } else if (tt__gang_try_acquire_all(team->pool, team->width, team->members) != TT_OK) {
             pthread_mutex_lock(&team->lock);
             team->led = false;
             pthread_cond_signal(&team->cond);
@@ -937,7 +966,7 @@ static int lead_common(tt_team *team, unsigned budget, tt_exec *ex, bool block)
         .budget = budget < team->width ? budget : team->width,
         .flags = TT__F_TEAM | TT__F_LEAD,
         .team = &team->ctl,
-        .ledger = tt__ledger_new_root(),
+        .ledger = tt__ledger_new_root(team->pool),
     };
     team->ctl.ledger = spec.ledger;
     team->ctl.leader = pthread_self();
@@ -971,7 +1000,7 @@ void tt__team_token_end(tt__exec *x)
          * pool until the next leader. */
         t->ctl.leader = pthread_self();
         end_members(&t->ctl);
-        tt__gang_release(t->pool, t->width - 1, t->members);
+        tt__gang_release(t->pool, t->width, t->members);
         t->lent = true;
     }
     pthread_mutex_lock(&t->lock);
@@ -1008,9 +1037,10 @@ tt_pool *tt_team_into_pool(tt_team *team)
     bool forked = tt__pool_forked(pool);
     if (!forked) {
         /* In a fork child the members do not exist: nobody to end. */
-        if (!team->lent && team->width > 1) {
-            end_members(&team->ctl);
-            tt__gang_release(pool, team->width - 1, team->members);
+        if (!team->lent) {
+            if (team->width > 1)
+                end_members(&team->ctl);
+            tt__gang_release(pool, team->width, team->members);
         }
         pthread_mutex_lock(&pool->lock);
         pool->team_owned = false;

@@ -80,7 +80,7 @@ int tt_exec_init(tt_exec *ex, tt_pool *pool, unsigned budget)
         .pool = pool,
         .pool_gen = atomic_load_explicit(&pool->gen, memory_order_acquire),
         .budget = budget,
-        .ledger = tt__ledger_new_root(),
+        .ledger = tt__ledger_new_root(pool),
     };
     tt__token_mint(x, &s);
     return TT_OK;
@@ -90,7 +90,7 @@ void tt_exec_init_serial(tt_exec *ex)
 {
     if (!ex)
         return;
-    tt__token_spec s = {.budget = 1, .flags = TT__F_SERIAL, .ledger = tt__ledger_new_root()};
+    tt__token_spec s = {.budget = 1, .flags = TT__F_SERIAL, .ledger = tt__ledger_new_root(NULL)};
     tt__token_mint(tt__x(ex), &s);
 }
 
@@ -321,16 +321,16 @@ void tt__exec_leave(tt__exec *x)
 
 /* A token held by a library task gives up its slot while it waits for its
  * children, and takes it back after. */
-void tt__exec_suspend(const tt__exec *x)
+unsigned tt__exec_suspend(const tt__exec *x)
 {
-    if (x->flags & TT__F_IN_TASK)
-        tt__ledger_leave(x->ledger, 1);
+    /* The ledger knows whether this thread counts for the root (a task's
+     * thread does, a plain caller of a root does not). */
+    return tt__ledger_suspend(x->ledger);
 }
 
-void tt__exec_resume(const tt__exec *x)
+void tt__exec_resume(const tt__exec *x, unsigned saved)
 {
-    if (x->flags & TT__F_IN_TASK)
-        tt__ledger_enter(x->ledger, 1);
+    tt__ledger_resume(x->ledger, saved);
 }
 
 /* ------------------------------------------------------------------------ */

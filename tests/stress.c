@@ -446,15 +446,12 @@ static int op_bcast(node *n, uint64_t *s)
                                       : TT_OK;
     bool can = tt_can_broadcast(n->ex);
     int rc = ENTRY(n, tt_broadcast(n->ex, bcast_fn, b));
-    /* A thread inside a parallel region that is not the pool's own, while a
-     * tt_external holds the pool's slots, may be that callee's thread: it
-     * never waits for those slots, and its broadcast is refused
-     * (TT_REFUSED_UNAVAILABLE) when slots 0..n-1 are not free now. */
-    bool may_be_callee = want == TT_OK && !n->team && !member && rc == TT_REFUSED_UNAVAILABLE;
-    CHECK(rc == want || may_be_callee,
-          "tt_broadcast (budget %u, fork-derived %d, team %d, on member %d): %s", b->budget,
-          n->fork_derived, n->team, member, tt_status_name(rc));
-    CHECK(can == (rc == TT_OK) || may_be_callee,
+    /* No callee here calls back into a pool, so no broadcast is a callee
+     * thread's: nothing is refused for a tt_external holding slots (the
+     * library recognises a callee's threads exactly, backend_omp.c). */
+    CHECK(rc == want, "tt_broadcast (budget %u, fork-derived %d, team %d, on member %d): %s",
+          b->budget, n->fork_derived, n->team, member, tt_status_name(rc));
+    CHECK(can == (rc == TT_OK),
           "tt_can_broadcast said %d, tt_broadcast returned %s", can, tt_status_name(rc));
     if (rc == TT_OK) {
         for (unsigned i = 0; i < b->budget && i < MAXW; i++)
@@ -782,7 +779,7 @@ static void run_node(node *n)
     op_ranges(n, &s);
 }
 
-static void check_root(root_ctx *r, tt_exec *root, const char *what)
+static void check_root(root_ctx *r, tt_exec *root, const pool_info *pi, const char *what)
 {
     CHECK(atomic_load(&r->max) <= (int)r->budget, "%s: own counter saw %d tasks, budget %u", what,
           atomic_load(&r->max), r->budget);
@@ -794,8 +791,15 @@ static void check_root(root_ctx *r, tt_exec *root, const char *what)
           r->budget);
     CHECK(id == 0 || tt_ledger_live(id) == 0, "%s: ledger live %u after the root returned", what,
           tt_ledger_live(id));
+    /* Every root on the pool together: at most the width of threads. */
+    unsigned peak = tt_ledger_pool_peak(pi->pool);
+    CHECK(peak <= pi->width, "%s: the pool's ledger peak %u above its width %u", what, peak,
+          pi->width);
+    CHECK(tt_ledger_lost() == 0, "%s: the ledger lost %llu counts", what,
+          (unsigned long long)tt_ledger_lost());
 #else
     (void)root;
+    (void)pi;
 #endif
 }
 
@@ -820,7 +824,7 @@ static void run_new_root(iter_state *it, pool_info *pi, unsigned depth, uint64_t
     run_node(&n);
     live_sub(&r, 1);
     tt_exec_finish(&root);
-    check_root(&r, &root, "root");
+    check_root(&r, &root, pi, "root");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -864,7 +868,7 @@ static void run_team_mode(iter_state *it, pool_info *pi, uint64_t seed)
         run_node(&n);
         live_sub(&r, 1);
         tt_exec_finish(&lead); /* ends the role if no entry did */
-        check_root(&r, &lead, "team root");
+        check_root(&r, &lead, pi, "team root");
     }
     tt_pool *back = tt_team_into_pool(team);
     CHECK(back == pi->pool, "tt_team_into_pool returned another pool");

@@ -19,6 +19,8 @@
 #endif
 #include "tt_test.h"
 
+#include <limits.h>
+
 #if TT_PARALLEL_ENABLED && defined(_OPENMP)
 #include <omp.h>
 #define TT_TREE_OMP 1
@@ -402,9 +404,13 @@ START_TEST(test_ledger_contract)
     tt_exec g;
     memset(&g, 0xa5, sizeof g);
     ck_assert_uint_eq(tt_exec_ledger_root(&g), 0);
-    ck_assert_uint_eq(tt_ledger_max_live(0), 0);
-    ck_assert_uint_eq(tt_ledger_live(0), 0);
+    /* "not known" is UINT_MAX, which no budget check passes */
+    ck_assert_uint_eq(tt_ledger_max_live(0), UINT_MAX);
+    ck_assert_uint_eq(tt_ledger_live(0), UINT_MAX);
+    ck_assert_uint_eq(tt_ledger_pool_peak(NULL), UINT_MAX);
+    ck_assert_uint_eq(tt_ledger_pool_live(NULL), UINT_MAX);
     ck_assert_uint_eq(tt_ledger_installs(NULL), 0);
+    uint64_t lost0 = tt_ledger_lost();
 
     /* distinct roots, shared by derived tokens */
     tt_exec a, b, c;
@@ -420,7 +426,7 @@ START_TEST(test_ledger_contract)
     ck_assert_uint_eq(tt_exec_ledger_root(&c), ra);
     tt_exec_finish(&c);
     ck_assert_uint_eq(tt_ledger_max_live(ra), 0); /* nothing ran yet */
-    ck_assert_uint_eq(tt_ledger_max_live(ra + 1000000), 0); /* unknown */
+    ck_assert_uint_eq(tt_ledger_max_live(ra + 1000000), UINT_MAX); /* never minted */
     tt_exec s;
     tt_exec_init_serial(&s);
     ck_assert_uint_ne(tt_exec_ledger_root(&s), 0);
@@ -442,12 +448,19 @@ START_TEST(test_ledger_contract)
     tt_exec_finish(&b);
     ck_assert_uint_eq(tt_ledger_max_live(rb), 0);
 
-    /* the ledger keeps the newest 65536 roots: an older one reads 0 */
+    /* the pool's peak: the w jobs at once */
+    ck_assert_uint_eq(tt_ledger_pool_peak(pool), w);
+    ck_assert_uint_eq(tt_ledger_pool_live(pool), 0);
+
+    /* An idle root's record may be reused after 65536 newer roots: it then
+     * reads "not known", never another root's counts. */
     for (unsigned k = 0; k < 65536u + 16u; k++) {
         tt_exec t;
         tt_exec_init_serial(&t);
     }
-    ck_assert_uint_eq(tt_ledger_max_live(ra), 0);
+    ck_assert_uint_eq(tt_ledger_max_live(ra), UINT_MAX);
+    ck_assert_uint_eq(tt_ledger_live(ra), UINT_MAX);
+    ck_assert_uint_eq(tt_ledger_lost(), lost0);
     tt_free_pool(pool);
 #else
     /* without the ledger the slot checks above rest on the live counters */
@@ -455,6 +468,231 @@ START_TEST(test_ledger_contract)
     ck_assert_uint_eq(tt_pool_width(pool), tt_expect_width(2));
     tt_free_pool(pool);
 #endif
+}
+END_TEST
+
+#if TT_LEDGER_ENABLED
+/* A running root keeps its record however many roots are minted while it
+ * runs (the old ledger reused it after 65536 and then read the new root's
+ * counts, 0, which passed "<= budget"). */
+typedef struct mint_job_ctx {
+    tt_ledger_root root;
+    _Atomic unsigned live_after, max_after;
+} mint_job_ctx;
+
+static void mint_many_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    (void)child;
+    mint_job_ctx *c = arg;
+    for (unsigned k = 0; k < 3u * 65536u; k++) {
+        tt_exec t;
+        tt_exec_init_serial(&t);
+    }
+    atomic_store(&c->live_after, tt_ledger_live(c->root));
+    atomic_store(&c->max_after, tt_ledger_max_live(c->root));
+}
+
+START_TEST(test_ledger_running_root_kept)
+{
+    tt_pool *pool = tt_make_pool(2);
+    uint64_t lost0 = tt_ledger_lost();
+    tt_exec ex;
+    ck_assert_int_eq(tt_exec_init(&ex, pool, 1), TT_OK);
+    mint_job_ctx c = {.root = tt_exec_ledger_root(&ex)};
+    ck_assert_int_eq(tt_fork(&ex, 1, mint_many_job, &c), TT_OK);
+    ck_assert_uint_eq(atomic_load(&c.live_after), 1);
+    ck_assert_uint_eq(atomic_load(&c.max_after), 1);
+    ck_assert_uint_eq(tt_ledger_max_live(c.root), 1);
+    ck_assert_uint_eq(tt_ledger_live(c.root), 0);
+    ck_assert_uint_eq(tt_ledger_lost(), lost0);
+    tt_free_pool(pool);
+}
+END_TEST
+
+/* The ledger counts threads: a scope's callback counts on the leader (once,
+ * with the sections the leader runs), a split's parts count, sections of
+ * every participant count, and the whole never passes the budget. */
+typedef struct scope_led {
+    tt_ledger_root root;
+    tt_tbarrier bar;
+    _Atomic unsigned in_callback, in_part_min, in_section_max;
+    _Atomic int bad;
+} scope_led;
+
+static void led_note_max(_Atomic unsigned *m, unsigned v)
+{
+    unsigned cur = atomic_load(m);
+    while (v > cur && !atomic_compare_exchange_weak(m, &cur, v))
+        ;
+}
+
+static void led_section(void *arg, tt_section *s)
+{
+    scope_led *c = arg;
+    if (tt_tbarrier_wait(&c->bar, 20) < 0)
+        atomic_fetch_add(&c->bad, 1);
+    led_note_max(&c->in_section_max, tt_ledger_live(c->root));
+    tt_section_barrier(s);
+}
+
+static void led_part(void *arg, unsigned i, tt_scope *scope)
+{
+    (void)i;
+    (void)scope;
+    scope_led *c = arg;
+    unsigned l = tt_ledger_live(c->root);
+    unsigned m = atomic_load(&c->in_part_min);
+    while (l < m && !atomic_compare_exchange_weak(&c->in_part_min, &m, l))
+        ;
+}
+
+static void led_scope(void *arg, tt_scope *scope)
+{
+    scope_led *c = arg;
+    atomic_store(&c->in_callback, tt_ledger_live(c->root));
+    if (tt_scope_run(scope, led_section, c) != TT_OK)
+        atomic_fetch_add(&c->bad, 1);
+    if (tt_scope_split(scope, 2, led_part, c) != TT_OK)
+        atomic_fetch_add(&c->bad, 1);
+}
+
+START_TEST(test_ledger_counts_threads)
+{
+    tt_pool *pool = tt_make_pool(3);
+    unsigned w = tt_pool_width(pool);
+    tt_exec ex;
+    ck_assert_int_eq(tt_exec_init(&ex, pool, w), TT_OK);
+    scope_led c = {.root = tt_exec_ledger_root(&ex), .in_part_min = UINT_MAX};
+    tt_tbarrier_init(&c.bar, w);
+    ck_assert_int_eq(tt_team_scope(&ex, led_scope, &c), TT_OK);
+    tt_tbarrier_destroy(&c.bar);
+    ck_assert_int_eq(atomic_load(&c.bad), 0);
+    /* the callback is the root's code on the leader: one thread */
+    ck_assert_uint_eq(atomic_load(&c.in_callback), 1);
+    /* every participant inside a section at once: w, the leader once */
+    ck_assert_uint_eq(atomic_load(&c.in_section_max), w);
+    ck_assert_uint_eq(tt_ledger_max_live(c.root), w);
+    /* a split's part runs the root's code: at least its own thread */
+    ck_assert_uint_ge(atomic_load(&c.in_part_min), 1);
+    ck_assert_uint_ne(atomic_load(&c.in_part_min), UINT_MAX);
+    ck_assert_uint_eq(tt_ledger_live(c.root), 0);
+    ck_assert_uint_le(tt_ledger_pool_peak(pool), w);
+    tt_free_pool(pool);
+}
+END_TEST
+
+#if TT_TREE_OMP
+/* A callee's own threads count: a callee that opens a region of `width`
+ * threads, all inside at once, shows `width` live; one that opens more
+ * than it was handed (num_threads(width + 1)) shows the excess, which is
+ * what a ledger is for. */
+typedef struct callee_led {
+    tt_ledger_root root;
+    unsigned extra;
+    _Atomic unsigned seen_max, threads;
+} callee_led;
+
+static void led_callee(void *arg, unsigned width)
+{
+    callee_led *c = arg;
+#pragma omp parallel num_threads(width + c->extra)
+    {
+        atomic_fetch_add(&c->threads, 1);
+#pragma omp barrier
+        led_note_max(&c->seen_max, tt_ledger_live(c->root));
+#pragma omp barrier
+    }
+}
+
+START_TEST(test_ledger_counts_callee_threads)
+{
+    tt_pool *pool = tt_make_pool(2);
+    unsigned w = tt_pool_width(pool);
+    for (unsigned extra = 0; extra <= 1; extra++) {
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, pool, w), TT_OK);
+        callee_led c = {.root = tt_exec_ledger_root(&ex), .extra = extra};
+        ck_assert_int_eq(tt_external(&ex, led_callee, &c), TT_OK);
+        unsigned formed = atomic_load(&c.threads);
+        ck_assert_uint_eq(formed, w + extra);
+        ck_assert_uint_eq(atomic_load(&c.seen_max), formed);
+        ck_assert_uint_eq(tt_ledger_max_live(c.root), formed);
+        ck_assert_uint_eq(tt_ledger_live(c.root), 0);
+        if (extra)
+            ck_assert_uint_gt(tt_ledger_max_live(c.root), tt_exec_budget(&ex));
+    }
+    ck_assert_uint_eq(tt_ledger_pool_live(pool), 0);
+    tt_free_pool(pool);
+}
+END_TEST
+#endif
+#endif
+
+/* The width caps every root of a pool together, inline ones too: plain
+ * threads whose budget-1 roots run inline on themselves never run more
+ * than the width at once (counted in user code). Before inline runs took
+ * a slot, 3 threads ran side by side on a pool of width 1. */
+typedef struct cap_ctx {
+    tt_pool *pool;
+    tt_live live;
+    unsigned rounds;
+    _Atomic int bad;
+} cap_ctx;
+
+static void cap_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    (void)child;
+    cap_ctx *c = arg;
+    tt_live_enter(&c->live);
+    tt_spin_us(20);
+    tt_live_leave(&c->live);
+}
+
+static void cap_range(void *arg, size_t b, size_t e)
+{
+    (void)b;
+    (void)e;
+    cap_job(arg, 0, NULL);
+}
+
+static void *cap_thread(void *arg)
+{
+    cap_ctx *c = arg;
+    for (unsigned r = 0; r < c->rounds; r++) {
+        tt_exec ex;
+        if (tt_exec_init(&ex, c->pool, 1) != TT_OK) {
+            atomic_fetch_add(&c->bad, 1);
+            continue;
+        }
+        int rc = (r & 1) ? tt_fork(&ex, 2, cap_job, c) : tt_for_ranges(&ex, 10, 1, cap_range, c);
+        if (rc != TT_OK)
+            atomic_fetch_add(&c->bad, 1);
+    }
+    return NULL;
+}
+
+START_TEST(test_inline_roots_capped)
+{
+    for (unsigned w = 1; w <= 2; w++) {
+        tt_pool *pool = tt_make_pool(w);
+        unsigned width = tt_pool_width(pool);
+        cap_ctx c = {.pool = pool, .rounds = tt_iters(300)};
+        tt_live_init(&c.live);
+        pthread_t th[3];
+        for (int t = 0; t < 3; t++)
+            ck_assert_int_eq(pthread_create(&th[t], NULL, cap_thread, &c), 0);
+        for (int t = 0; t < 3; t++)
+            ck_assert(tt_join_timeout(th[t], 120));
+        ck_assert_int_eq(atomic_load(&c.bad), 0);
+        ck_assert_msg(tt_live_max(&c.live) <= (int)width,
+                      "%d inline jobs at once on a pool of width %u", tt_live_max(&c.live), width);
+#if TT_LEDGER_ENABLED
+        ck_assert_uint_le(tt_ledger_pool_peak(pool), width);
+#endif
+        tt_free_pool(pool);
+    }
 }
 END_TEST
 
@@ -467,6 +705,14 @@ static Suite *ledger_suite(void)
     tc = tt_tcase(s, "slots", 60);
     tcase_add_test(tc, test_waiting_parent_keeps_no_slot);
     tcase_add_test(tc, test_ledger_contract);
+    tcase_add_test(tc, test_inline_roots_capped);
+#if TT_LEDGER_ENABLED
+    tcase_add_test(tc, test_ledger_running_root_kept);
+    tcase_add_test(tc, test_ledger_counts_threads);
+#if TT_TREE_OMP
+    tcase_add_test(tc, test_ledger_counts_callee_threads);
+#endif
+#endif
     return s;
 }
 
