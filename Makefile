@@ -43,7 +43,9 @@ LEDGER_FLAGS := --enable-ledger --enable-debug
 TSAN_FLAGS   := CC=gcc "CFLAGS=-O1 -g -fsanitize=thread" LDFLAGS=-fsanitize=thread \
                 --disable-fortran --without-mpi --without-openblas
 ASAN_FLAGS   := CC=gcc "CFLAGS=-O1 -g -fsanitize=address -fno-omit-frame-pointer" \
-                LDFLAGS=-fsanitize=address --disable-fortran --without-mpi
+                LDFLAGS=-fsanitize=address --disable-fortran --without-mpi --enable-ledger
+# (with the ledger: the suite's budget checks and the misuse fuzzer of
+# make check-stress read it.)
 # detect_leaks=0: libgomp keeps its thread pools (and their TLS) for the
 # life of the process, which LeakSanitizer reports at exit; leaks of the
 # library itself are checked by make check-valgrind.
@@ -289,7 +291,13 @@ bench-full:
 # STRESS_ENV: environment for them, e.g. STRESS_ENV=TT_TEST_QUICK=1.
 STRESS_ENV ?=
 
+# FUZZ_SEQUENCES: how many random call sequences tests/fuzz.c runs under
+# AddressSanitizer (the issue asks for 10^5).
+FUZZ_SEQUENCES ?= 100000
+
 check-stress: configure-default
+	$(call tt_configure,$(BUILD_ASAN),$(ASAN_FLAGS) $(CONFIGURE_FLAGS))
+	$(MAKE) -C $(BUILD_ASAN) -j$(JOBS)
 	$(MAKE) -C $(BUILD) -j$(JOBS)
 	$(MAKE) -C $(BUILD)/tests -j$(JOBS) stress-programs
 	@pass=0; fail=0; \
@@ -306,6 +314,11 @@ check-stress: configure-default
 	  if env $(STRESS_ENV) build-ledger/tests/stress --iters 2000; then pass=$$(( pass + 1 )); \
 	  else echo "FAIL: stress (ledger)"; fail=$$(( fail + 1 )); fi; \
 	fi; \
+	echo "==> $(BUILD_ASAN)/tests/fuzz --sequences $(FUZZ_SEQUENCES) (AddressSanitizer, ledger)"; \
+	if $(MAKE) -s -C $(BUILD_ASAN)/tests -j$(JOBS) fuzz >/dev/null && \
+	   env ASAN_OPTIONS="$(ASAN_OPTIONS_VALUE)" $(BUILD_ASAN)/tests/fuzz --sequences $(FUZZ_SEQUENCES); then \
+	  pass=$$(( pass + 1 )); \
+	else echo "FAIL: fuzz (asan)"; fail=$$(( fail + 1 )); fi; \
 	echo "check-stress: $$pass passed, $$fail failed"; \
 	test "$$fail" -eq 0
 
