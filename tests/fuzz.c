@@ -437,12 +437,13 @@ static void calls(thr *t, tt_exec *ex, unsigned depth)
     }
     case 8: {
         /* Reborrow cycles: a token onto itself, or parent <-> child. */
-        tt_exec a;
+        /* (b outlives a: a parent must outlive its child, or the chain
+         * walk reads a dead token, which is undefined) */
+        tt_exec a, b;
         tt_exec_reborrow(ex, &a);
         if (below(s, 2))
             tt_exec_reborrow(&a, &a);
         else {
-            tt_exec b;
             tt_exec_reborrow(&a, &b);
             tt_exec_reborrow(&b, &a);
             rc = tt_fork(&b, 1, fz_leaf, NULL);
