@@ -427,14 +427,6 @@ void tt__crew_cache_put(tt__crew *c)
     }
 }
 
-unsigned tt__cache_threads(void)
-{
-    pthread_mutex_lock(&cache_lock);
-    unsigned n = cache_threads;
-    pthread_mutex_unlock(&cache_lock);
-    return n;
-}
-
 void tt__crew_atfork_prepare(void) { pthread_mutex_lock(&cache_lock); }
 void tt__crew_atfork_parent(void) { pthread_mutex_unlock(&cache_lock); }
 
