@@ -351,11 +351,13 @@ static void *default_worker(void *arg)
             break;
         unsigned got = tt_pool_width(p);
         note_width(got);
-        use_pool(p);
+        /* Every 8th pool registers its member threads for the whole of its
+         * use: a thread registered for two live pools at once fails. */
         tids t = {0};
         bool reg = (i % 8) == 0;
         if (reg)
             register_members(p, &t);
+        use_pool(p);
         if (reg)
             unregister_members(p);
         int rc = tt_pool_destroy(p);

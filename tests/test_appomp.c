@@ -236,16 +236,19 @@ START_TEST(test_app_icvs_untouched_and_first_region)
 END_TEST
 
 #if TT_PARALLEL_ENABLED
-/* ICVs read on the main thread while an external callback (which changes
- * the member's own ICVs) runs on a member. */
+/* ICVs read on the main thread while another plain thread's full-width
+ * tt_external runs its callback, whose thread's nthreads-var the library set
+ * to the width (checked in the callback): the main thread's stay its own. */
 typedef struct ext_hold {
     tt_flag in, out;
 } ext_hold;
 
 static void ext_wait(void *arg, unsigned width)
 {
-    (void)width;
     ext_hold *h = arg;
+    TT_CHECK(omp_get_max_threads() == (int)width && !omp_get_dynamic(),
+             "the callback's thread has max_threads %d, dynamic %d; width %u",
+             omp_get_max_threads(), omp_get_dynamic(), width);
     tt_flag_set(&h->in, 1);
     TT_CHECK(tt_flag_wait_ge(&h->out, 1, 20), "external callback never released");
 }

@@ -1,7 +1,7 @@
 /*
  * test_attr.c -- pool attributes and the pool accessors: defaults, every
  * setter/getter round trip, invalid inputs refused (and nothing changed),
- * widths (0 = all CPUs of the caller's affinity set, absurd widths
+ * widths (0 = the caller's nthreads-var, its OpenMP default; absurd widths
  * TT_ERANGE with *pool NULL and no thread left), pools built with a thread
  * name (visible in /proc/self/task/<tid>/comm with the member index while
  * the pool lives, gone after the destroy), with an on_start hook (once per
@@ -259,7 +259,7 @@ START_TEST(test_pool_width_zero_is_all_cpus)
 }
 END_TEST
 
-/* Width 0 counts the CPUs of the calling thread's own affinity set. */
+/* A thread narrowed to one CPU builds a pool of width 0 (the default). */
 typedef struct narrow_args {
     int rc;
     unsigned width;
@@ -298,7 +298,7 @@ static void *narrow_main(void *arg)
  * (omp_get_max_threads), not its affinity set: a thread narrowed to one
  * CPU (as libgomp's OMP_PROC_BIND narrows the initial thread) still builds
  * a pool as wide as the application's own regions. */
-START_TEST(test_pool_width_zero_follows_affinity)
+START_TEST(test_pool_width_zero_ignores_narrowed_affinity)
 {
     narrow_args n = {-1, 0, 0};
     pthread_t t;
@@ -520,6 +520,7 @@ static TT_TEST_UNUSED void job_check_name_member(void *arg, unsigned i, tt_exec 
         TT_CHECK(0, "a job of a plain thread's full fork ran off the pool");
         return;
     }
+    TT_CHECK(k == i, "job %u of a full fork ran on member %u", i, k);
     char comm[64], want[32];
     if (!tt_thread_comm(tt_gettid(), comm, sizeof comm)) {
         TT_CHECK(0, "cannot read the member's name");
@@ -811,7 +812,7 @@ static Suite *attr_suite(void)
     tcase_add_test(tc, test_attr_invalid);
     tc = tt_tcase(s, "widths", 30);
     tcase_add_test(tc, test_pool_width_zero_is_all_cpus);
-    tcase_add_test(tc, test_pool_width_zero_follows_affinity);
+    tcase_add_test(tc, test_pool_width_zero_ignores_narrowed_affinity);
     tcase_add_test(tc, test_pool_default_width_is_max_threads);
     tcase_add_test(tc, test_pool_absurd_widths);
     tcase_add_test(tc, test_pool_accessors);

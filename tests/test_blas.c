@@ -52,11 +52,11 @@ int main(void)
 #include <sys/resource.h>
 
 /* How OpenBLAS is reached. test_blas_core links it (-lopenblas), as a user
- * would. test_blas loads it with dlopen() instead, only because of the core
- * defect described at lift_nproc_limit(): a library loaded by dlopen() keeps
- * its TLS out of the static TLS block, so the core's 64 KiB probe threads
- * start again and pools can be built; OpenBLAS itself behaves the same (it
- * uses the process's libgomp either way). */
+ * would. test_blas loads it with dlopen() instead: a library loaded by
+ * dlopen() keeps its TLS out of the static TLS block, so test_blas tests
+ * OpenBLAS itself apart from the 0.1.0 preflight defect described below
+ * (which test_blas_core guards); OpenBLAS behaves the same either way (it
+ * uses the process's libgomp). */
 #ifdef TT_BLAS_CORE
 #define blas_dgemm cblas_dgemm
 #define blas_get_num_threads openblas_get_num_threads
@@ -155,18 +155,16 @@ static int cpu_workers(const cpu_snap *a, const cpu_snap *b, uint64_t min_ns, ui
 }
 
 /* ------------------------------------------------------------------------ */
-/* CORE DEFECT (test_blas_core): the thread preflight of tt_pool_create     */
+/* A 0.1.0 defect (guarded by test_blas_core): tt_pool_create's preflight  */
 /* ------------------------------------------------------------------------ */
 
-/* When RLIMIT_NPROC is finite (Debian's default, also for root), the core's
- * tt_pool_create first starts probe threads with a fixed 64 KiB stack
- * (lib/pool.c, preflight_threads). libopenblas (OpenMP build) has 60 KiB of
- * static TLS, so glibc refuses those stacks (EINVAL: the TLS does not fit
- * in the stack) and every pool of a program linked with OpenBLAS failed with
- * TT_EAGAIN on the 0.1.0 core (probes are now sized from the process's
- * static TLS). test_blas_core checks that pools build there; test_blas
- * reaches OpenBLAS through dlopen() so that it tests OpenBLAS itself
- * whatever the core does. */
+/* When RLIMIT_NPROC is finite (Debian's default, also for root), 0.1.0's
+ * tt_pool_create first started probe threads with a fixed 64 KiB stack.
+ * libopenblas (OpenMP build) has 60 KiB of static TLS, so glibc refused
+ * those stacks (EINVAL: the TLS does not fit in the stack) and every pool of
+ * a program linked with OpenBLAS failed with TT_EAGAIN. Probes are now sized
+ * from the process's static TLS; test_blas_core checks that pools build in a
+ * program linked with OpenBLAS. */
 
 /* ------------------------------------------------------------------------ */
 /* Matrices                                                                  */
@@ -354,6 +352,7 @@ typedef struct shared_rec {
     mats m[8];
 } shared_rec;
 
+#ifndef TT_BLAS_CORE
 typedef struct root_arg {
     shared_rec *s;
     int idx;
@@ -390,7 +389,6 @@ static void *root_thread(void *arg)
     return NULL;
 }
 
-#ifndef TT_BLAS_CORE
 START_TEST(test_blas_two_roots)
 {
     shared_rec *s = calloc(1, sizeof *s);

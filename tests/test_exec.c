@@ -298,8 +298,9 @@ START_TEST(test_uninitialised_token)
 }
 END_TEST
 
-/* KNOWN TO FAIL (crashes) with the current lib/exec.c: tt_exec_reborrow
- * reads the pool of a garbage parent (mint() loads pool->gen). */
+/* Regression (docs/design/misuse.md, found #9): tt_exec_reborrow read the
+ * pool of a garbage parent and crashed; now a reborrow of any fill is a
+ * token whose entries return TT_EINVAL. */
 START_TEST(test_reborrow_of_uninitialised)
 {
     static const unsigned char fills[] = {0x00, 0xa5, 0xff, 0x01};
@@ -898,10 +899,10 @@ START_TEST(test_wrongthread_dispatched)
 }
 END_TEST
 
-/* KNOWN TO FAIL with the current lib/exec.c: a child of a task that runs
- * inline (budget 1, one job, or any fork without parallel) carries no
- * owner, so another thread can use it (and run tasks beside the job that
- * is still live: more than the root's budget). */
+/* Regression: a child of a task that runs inline (budget 1, one job, or
+ * any fork without parallel) carried no owner, so another thread could use
+ * it and run tasks beside the job still live (more than the root's budget).
+ * Now such a child is bound to the job's thread like any other. */
 START_TEST(test_wrongthread_inline_child)
 {
     /* budget 1 (one task inline on this thread), and one job of a budget-2
@@ -1301,10 +1302,10 @@ START_TEST(test_destroy_from_member)
 END_TEST
 
 /* Jobs 0 and 1 run one after the other in the same task on a member: job 1
- * gets its child token after job 0 destroyed the pool. KNOWN TO FAIL with
- * the current lib/exec.c: child_of() mints the child with the pool's new
- * generation, so job 1's entries run on the doomed pool (while a child
- * minted before the destroy is refused). */
+ * gets its child token after job 0 destroyed the pool. Regression
+ * (docs/design/misuse.md, found #2): the child was minted with the pool's
+ * new generation, so job 1's entries ran on the doomed pool (while a child
+ * minted before the destroy was refused). */
 typedef struct later_child {
     tt_pool *pool;
     _Atomic int destroy_rc, entry_rc, init_rc, ran, on_member;
@@ -1433,9 +1434,9 @@ START_TEST(test_destroy_while_entry_dispatched)
 }
 END_TEST
 
-/* KNOWN TO FAIL with the current lib/pool.c: an inline entry (budget 1; or
- * every entry without parallel) reserves no member, and tt_pool_destroy
- * only looks at reserved members. */
+/* Regression (docs/design/misuse.md, found #1): an inline entry (budget 1;
+ * or every entry without parallel) reserved no member, and tt_pool_destroy
+ * only looked at reserved members; now every entry is counted. */
 START_TEST(test_destroy_while_entry_inline)
 {
     ck_assert_msg(destroy_while_entry(2, 1, 1),

@@ -310,6 +310,7 @@ typedef struct icv_ctx {
     tt_pool *pool;
     icvs of[8];
     _Atomic int seen[8];
+    _Atomic int nested_team[8]; /* threads of an omp parallel in the job */
     _Atomic int bad;
 } icv_ctx;
 
@@ -324,6 +325,10 @@ static void job_read_icvs(void *arg, unsigned i, tt_exec *child)
         return;
     }
     read_icvs(&c->of[k]);
+    _Atomic int n = 0;
+#pragma omp parallel
+    atomic_fetch_add(&n, 1);
+    atomic_store(&c->nested_team[k], atomic_load(&n));
     atomic_fetch_add(&c->seen[k], 1);
 }
 
@@ -434,6 +439,13 @@ START_TEST(test_external_restores_member_settings)
                       after->of[k].dynamic, after->of[k].max_active_levels);
     /* a member outside tt_external serialises a nested region, as any
      * OpenMP team member does by default (no hidden oversubscription) */
+    for (unsigned k = 0; k < w; k++) {
+        ck_assert_msg(atomic_load(&before->nested_team[k]) == 1 &&
+                          atomic_load(&after->nested_team[k]) == 1,
+                      "member %u: an omp parallel in a job had %d threads before, %d after "
+                      "tt_external (expected 1)",
+                      k, atomic_load(&before->nested_team[k]), atomic_load(&after->nested_team[k]));
+    }
     free(before);
     free(after);
     tt_free_pool(pool);

@@ -296,17 +296,33 @@ START_TEST(test_random_trees_concurrent_roots)
 }
 END_TEST
 
-/* A parent waiting for its children keeps no slot: budget 1, a chain of
- * nested single-job forks; at every depth exactly one task is live. */
+/* A parent waiting for its children keeps no slot: a chain of nested
+ * single-job forks, 12 deep, at whose bottom a fork of `budget` jobs meets at
+ * a barrier of `budget` parties. Along the chain one task is live; at the
+ * bottom all `budget` jobs run at once (the barrier completes only then), so
+ * none of the 12 waiting parents kept a slot of the root's budget. */
 typedef struct chain_ctx {
     tt_live live;
-    unsigned depth;
-    _Atomic int deepest;
+    unsigned depth, budget;
+    tt_tbarrier bar;
+    _Atomic int deepest, bottom_jobs;
 #if TT_LEDGER_ENABLED
     tt_ledger_root root;
     _Atomic unsigned ledger_seen_max;
 #endif
 } chain_ctx;
+
+static void chain_bottom(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    (void)child;
+    chain_ctx *c = arg;
+    tt_live_enter(&c->live);
+    atomic_fetch_add(&c->bottom_jobs, 1);
+    TT_CHECK(tt_tbarrier_wait(&c->bar, 20) >= 0,
+             "the bottom fork's %u jobs did not run at once", c->budget);
+    tt_live_leave(&c->live);
+}
 
 static void chain_job(void *arg, unsigned i, tt_exec *child)
 {
@@ -327,6 +343,11 @@ static void chain_job(void *arg, unsigned i, tt_exec *child)
         int rc = tt_fork(child, 1, chain_job, c);
         TT_CHECK(rc == TT_OK, "chain fork: %s", tt_status_name(rc));
         tt_live_enter(&c->live);
+    } else {
+        tt_live_leave(&c->live);
+        int rc = tt_fork(child, c->budget, chain_bottom, c);
+        TT_CHECK(rc == TT_OK, "bottom fork: %s", tt_status_name(rc));
+        tt_live_enter(&c->live);
     }
     tt_live_leave(&c->live);
 }
@@ -341,19 +362,25 @@ START_TEST(test_waiting_parent_keeps_no_slot)
         c.depth = 12;
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
+        c.budget = tt_exec_budget(&ex); /* 1 in a serial build */
+        tt_tbarrier_init(&c.bar, c.budget);
 #if TT_LEDGER_ENABLED
         c.root = tt_exec_ledger_root(&ex);
         ck_assert_uint_ne(c.root, 0);
 #endif
         ck_assert_int_eq(tt_fork(&ex, 1, chain_job, &c), TT_OK);
+        tt_assert_no_failures();
         ck_assert_int_eq(atomic_load(&c.deepest), 12);
-        ck_assert_int_eq(tt_live_max(&c.live), 1);
+        ck_assert_int_eq(atomic_load(&c.bottom_jobs), (int)c.budget);
+        /* the chain: one at a time; the bottom: the whole budget at once */
+        ck_assert_int_eq(tt_live_max(&c.live), (int)c.budget);
 #if TT_LEDGER_ENABLED
-        /* inside the 13 nested jobs the ledger counted one live task */
+        /* inside the 13 chain jobs the ledger counted one live task */
         ck_assert_uint_eq(atomic_load(&c.ledger_seen_max), 1);
-        ck_assert_uint_eq(tt_ledger_max_live(c.root), 1);
+        ck_assert_uint_eq(tt_ledger_max_live(c.root), c.budget);
         ck_assert_uint_eq(tt_ledger_live(c.root), 0);
 #endif
+        tt_tbarrier_destroy(&c.bar);
     }
     tt_free_pool(pool);
     tt_assert_no_failures();

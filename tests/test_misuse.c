@@ -831,6 +831,14 @@ END_TEST
 /* tt_exec_limit(ex, 0)                                                      */
 /* ------------------------------------------------------------------------ */
 
+static void lm_job_limit0(void *arg, unsigned i, tt_exec *child)
+{
+    (void)arg;
+    (void)i;
+    TT_CHECK(tt_exec_limit(child, 0) == child, "tt_exec_limit on a fork child");
+    lm_all_entries_refuse(child, TT_EINVAL, "fork child limit 0");
+}
+
 START_TEST(lm_limit_zero)
 {
     tt_pool *p = tt_make_pool(2);
@@ -850,6 +858,8 @@ START_TEST(lm_limit_zero)
     tt_exec_init_serial(&s);
     tt_exec_limit(&s, 0);
     lm_all_entries_refuse(&s, TT_EINVAL, "serial limit 0");
+    ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
+    ck_assert_int_eq(tt_fork(&ex, 2, lm_job_limit0, NULL), TT_OK);
     tt_free_pool(p);
     tt_assert_no_failures();
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "threadteam.h"
+#include "tt_test.h"
 
 static unsigned quick_div(void)
 {
@@ -399,6 +400,24 @@ static void tu_job(void *arg, unsigned i, tt_exec *child)
         atomic_fetch_add(&u->fail, 1);
 }
 
+typedef struct tu_ext {
+    pthread_t leader;
+    _Atomic unsigned width;
+    _Atomic int calls, on_leader, region;
+} tu_ext;
+
+static void tu_external(void *arg, unsigned width)
+{
+    tu_ext *x = arg;
+    atomic_fetch_add(&x->calls, 1);
+    atomic_store(&x->width, width);
+    atomic_store(&x->on_leader, pthread_equal(pthread_self(), x->leader));
+    _Atomic int n = 0;
+#pragma omp parallel
+    atomic_fetch_add(&n, 1);
+    atomic_store(&x->region, atomic_load(&n));
+}
+
 START_TEST(team_tokens_dispatch_on_members)
 {
     unsigned w = 4;
@@ -422,7 +441,14 @@ START_TEST(team_tokens_dispatch_on_members)
     if (w > 2)
         ck_assert_uint_ne(atomic_load(&u.members_seen), 0);
     ck_assert_uint_eq(atomic_load(&u.not_member), 0);
-    /* tt_external on a team token runs on the leader with the width. */
+    /* tt_external on a team token runs on the leader with the width, and
+     * the callee's own region has that many threads. */
+    tu_ext ext = {.leader = pthread_self()};
+    ck_assert_int_eq(tt_external(tt_exec_reborrow(&ex, &r), tu_external, &ext), TT_OK);
+    ck_assert_int_eq(atomic_load(&ext.calls), 1);
+    ck_assert_uint_eq(atomic_load(&ext.width), w);
+    ck_assert_int_eq(atomic_load(&ext.on_leader), 1);
+    ck_assert_int_eq(atomic_load(&ext.region), (int)w);
     tt_exec_finish(&ex);
     ck_assert_ptr_eq(tt_team_into_pool(team), p);
     ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
@@ -715,7 +741,8 @@ static void cons_job(void *arg, unsigned i, tt_exec *child)
     conserve *c = arg;
     (void)i;
     atomic_fetch_add(&c->jobs, 1);
-    tt_team_scope(child, cons_sub, arg);
+    int rc = tt_team_scope(child, cons_sub, arg);
+    TT_CHECK(rc == TT_OK, "a team scope in a job of a team scope: %s", tt_status_name(rc));
 }
 
 static void cons_scope(void *arg, tt_scope *scope)
@@ -742,6 +769,7 @@ START_TEST(scope_fork_conserves_slots)
         for (unsigned jobs = 1; jobs <= 2 * c.budget; jobs++)
             expect += 2 * jobs;
         ck_assert_uint_eq(atomic_load(&c.jobs), expect);
+        tt_assert_no_failures();
 #if TT_LEDGER_ENABLED
         ck_assert_uint_le(tt_ledger_max_live(tt_exec_ledger_root(&ex)), c.budget);
         ck_assert_uint_eq(tt_ledger_live(tt_exec_ledger_root(&ex)), 0);

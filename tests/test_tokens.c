@@ -443,6 +443,11 @@ START_TEST(tk_can_broadcast_agrees)
     tk_agree(&root, TT_OK, "root, idle");
     /* Consumed, copied. */
     tk_agree(&root, TT_ECONSUMED, "consumed root");
+    tt_exec orig;
+    ck_assert_int_eq(tt_exec_init(&orig, p, 2), TT_OK);
+    tt_exec copy = orig; /* a byte copy: never usable */
+    tk_agree(&copy, TT_ECOPY, "copied root");
+    tk_agree(&orig, TT_OK, "the original of a copy");
     tt_free_pool(p);
     tt_assert_no_failures();
 }
