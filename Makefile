@@ -133,7 +133,7 @@ endef
 # Targets
 # ---------------------------------------------------------------------------
 .PHONY: all deps deps-consumers autogen configure-default check check-tsan check-asan check-valgrind \
-        check-stress bench bench-full bench-programs install uninstall dist distcheck \
+        check-stress flake-study bench bench-full bench-programs install uninstall dist distcheck \
         clean distclean help
 
 all: configure-default
@@ -295,6 +295,20 @@ STRESS_ENV ?=
 # AddressSanitizer (the issue asks for 10^5).
 FUZZ_SEQUENCES ?= 100000
 
+# The suite many times on a busy machine (scripts/flake-study.sh): every
+# build of `make check`, FLAKE_ROUNDS rounds, FLAKE_SPINNERS processes
+# spinning meanwhile; failing logs in flake-study-out/.
+FLAKE_ROUNDS   ?= 10
+FLAKE_SPINNERS ?= 2
+flake-study: autogen
+	$(call tt_configure,$(BUILD),$(CONFIGURE_FLAGS))
+	$(call tt_configure,$(BUILD_SER),$(SERIAL_FLAGS) $(CONFIGURE_FLAGS))
+	$(call tt_configure,$(BUILD_LED),$(LEDGER_FLAGS) $(CONFIGURE_FLAGS))
+	for d in $(BUILD) $(BUILD_SER) $(BUILD_LED); do \
+	  $(MAKE) -C "$$d" -j$(JOBS) && $(MAKE) -C "$$d/tests" -j$(JOBS) check TESTS= || exit 1; \
+	done
+	sh scripts/flake-study.sh -n $(FLAKE_ROUNDS) -s $(FLAKE_SPINNERS) $(BUILD) $(BUILD_SER) $(BUILD_LED)
+
 check-stress: configure-default
 	$(call tt_configure,$(BUILD_ASAN),$(ASAN_FLAGS) $(CONFIGURE_FLAGS))
 	$(MAKE) -C $(BUILD_ASAN) -j$(JOBS)
@@ -359,6 +373,7 @@ help:
 	@echo "  make check-asan    tests built with -fsanitize=address in $(BUILD_ASAN)/"
 	@echo "  make check-valgrind  every test program of $(BUILD)/ under valgrind memcheck"
 	@echo "  make check-stress  the stress programs (tests/Makefile.am: TT_STRESS)"
+	@echo "  make flake-study   the suite FLAKE_ROUNDS times beside FLAKE_SPINNERS spinning processes"
 	@echo "  make bench         build the benchmarks and baselines, run scripts/bench.sh --short"
 	@echo "  make bench-full    the same with scripts/bench.sh --full (BENCH_FULL=1)"
 	@echo "  make bench-programs  only build benchmarks and OpenMP baselines"

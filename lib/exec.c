@@ -409,11 +409,14 @@ typedef struct run_spec {
     unsigned ntasks, budget, need;
     bool prefix; /* take slots 0..need-1 (broadcast)                    */
     bool one;    /* one task on the first member, the rest held (external) */
+    bool claimed; /* the caller claimed the token already (tt_external)  */
 } run_spec;
 
+/* Run an entry. The token is claimed here, or by the caller (sp.claimed);
+ * either way every refusal below unclaims it, and success leaves it. */
 static int run_entry(tt__exec *x, entry *e, run_spec sp)
 {
-    int rc = tt__exec_claim(x);
+    int rc = sp.claimed ? TT_OK : tt__exec_claim(x);
     if (rc)
         return rc;
     placement pl;
@@ -799,10 +802,12 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
         tt__exec_leave(x);
         return TT_OK;
     }
-    tt__exec_unclaim(x); /* run_entry claims for itself */
     if (pl.gang)
         e.width = pl.cnt < width ? pl.cnt : width;
-    return run_entry(x, &e.e, (run_spec){.ntasks = 1, .budget = width, .need = width, .one = true});
+    /* The claim passes to run_entry (one claim per call). */
+    return run_entry(x, &e.e,
+                     (run_spec){.ntasks = 1, .budget = width, .need = width, .one = true,
+                                .claimed = true});
 }
 
 /* ------------------------------------------------------------------------ */
