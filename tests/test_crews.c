@@ -88,14 +88,7 @@ END_TEST
 
 START_TEST(test_dedicated_pool)
 {
-    tt_pool_attr *a = NULL;
-    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_threads(a, 3), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_thread_name(a, "ttcrew"), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, tt_test_spin_polls()), TT_OK);
-    tt_pool *p = NULL;
-    ck_assert_int_eq(tt_pool_create(&p, a), TT_OK);
-    tt_pool_attr_destroy(a);
+    tt_pool *p = TT_TEST_POOL(.width = 3, .name = "ttcrew");
     for (unsigned b = 1; b <= 3; b++) {
         tree t;
         run_tree(&t, p, b);

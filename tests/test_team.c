@@ -27,15 +27,7 @@ static unsigned quick_div(void)
 
 static tt_pool *make_pool(unsigned width, uint64_t spin_polls, uint64_t acquire_ns)
 {
-    tt_pool_attr *a;
-    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_threads(a, width), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, spin_polls), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_acquire_timeout(a, acquire_ns), TT_OK);
-    tt_pool *p = NULL;
-    ck_assert_int_eq(tt_pool_create(&p, a), TT_OK);
-    tt_pool_attr_destroy(a);
-    return p;
+    return TT_TEST_POOL(.width = width, .spin_polls = spin_polls, .acquire_ns = acquire_ns);
 }
 
 static unsigned expect_width(unsigned w) { return TT_PARALLEL_ENABLED ? w : 1u; }

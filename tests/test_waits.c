@@ -15,21 +15,6 @@
 #include <omp.h>
 #endif
 
-static tt_pool *pool_with_timeout(unsigned w, uint64_t timeout_ns, bool dedicated)
-{
-    tt_pool_attr *a = NULL;
-    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_threads(a, w), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_acquire_timeout(a, timeout_ns), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, tt_test_spin_polls()), TT_OK);
-    if (dedicated)
-        ck_assert_int_eq(tt_pool_attr_set_thread_name(a, "ttwait"), TT_OK);
-    tt_pool *p = NULL;
-    ck_assert_int_eq(tt_pool_create(&p, a), TT_OK);
-    tt_pool_attr_destroy(a);
-    return p;
-}
-
 /* 1. A member mints a root and opens a team scope: refused at once (or
  * run, when members are free), never a wait, even with no timeout. */
 typedef struct mscope {
@@ -71,7 +56,7 @@ static void member_scope_case(bool dedicated)
 {
     mscope m;
     memset(&m, 0, sizeof m);
-    m.pool = pool_with_timeout(2, UINT64_MAX, dedicated);
+    m.pool = TT_TEST_POOL(.width = 2, .acquire_ns = UINT64_MAX, .name = dedicated ? "ttwait" : NULL);
     for (unsigned r = 0; r < tt_iters(20); r++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, m.pool, 2), TT_OK);
@@ -134,7 +119,7 @@ START_TEST(test_member_not_behind_plain_thread)
 {
     hol h;
     memset(&h, 0, sizeof h);
-    h.pool = pool_with_timeout(3, UINT64_MAX, true);
+    h.pool = TT_TEST_POOL(.width = 3, .acquire_ns = UINT64_MAX, .name = "ttwait");
     ck_assert_int_eq(tt_exec_init(&h.plain, h.pool, 3), TT_OK);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, h.pool, 2), TT_OK);
@@ -209,7 +194,7 @@ START_TEST(test_external_callee_calls_back)
     cb c;
     memset(&c, 0, sizeof c);
     tt_live_init(&c.live);
-    c.pool = pool_with_timeout(2, UINT64_MAX, false);
+    c.pool = TT_TEST_POOL(.width = 2, .acquire_ns = UINT64_MAX);
     for (unsigned r = 0; r < tt_iters(20); r++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, c.pool, 2), TT_OK);

@@ -411,23 +411,47 @@ static inline uint64_t tt_test_spin_polls(void)
     return tt_test_quick() ? 200u : 20000u;
 }
 
-/* A pool of `width` threads (0: all CPUs) with the given waits. Fails the
- * test (on its own thread) when the pool cannot be built. */
-static inline tt_pool *tt_make_pool_spin(unsigned width, uint64_t spin_polls, uint64_t idle_spin_ns)
+/* The attributes of a test pool. A field left 0 takes a default: the
+ * suite's spin polls (tt_test_spin_polls), the library's idle spin and
+ * acquire timeout; a name makes the pool dedicated. */
+typedef struct tt_test_pool_opts {
+    unsigned width; /* 0: the library's default width */
+    uint64_t spin_polls, idle_spin_ns, acquire_ns;
+    const char *name;
+} tt_test_pool_opts;
+
+/* A pool with the given attributes, e.g. TT_TEST_POOL(.width = 3,
+ * .acquire_ns = UINT64_MAX). Fails the test (on its own thread) when the
+ * pool cannot be built or has another width than the build allows. */
+#define TT_TEST_POOL(...) tt_test_pool((tt_test_pool_opts){__VA_ARGS__})
+static inline tt_pool *tt_test_pool(tt_test_pool_opts o)
 {
     tt_pool_attr *a = NULL;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_threads(a, width), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, spin_polls), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_idle_spin(a, idle_spin_ns), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_threads(a, o.width), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, o.spin_polls ? o.spin_polls
+                                                                  : tt_test_spin_polls()),
+                     TT_OK);
+    if (o.idle_spin_ns)
+        ck_assert_int_eq(tt_pool_attr_set_idle_spin(a, o.idle_spin_ns), TT_OK);
+    if (o.acquire_ns)
+        ck_assert_int_eq(tt_pool_attr_set_acquire_timeout(a, o.acquire_ns), TT_OK);
+    if (o.name)
+        ck_assert_int_eq(tt_pool_attr_set_thread_name(a, o.name), TT_OK);
     tt_pool *p = NULL;
     int rc = tt_pool_create(&p, a);
     tt_pool_attr_destroy(a);
-    ck_assert_msg(rc == TT_OK, "tt_pool_create(width %u): %s", width, tt_status_name(rc));
+    ck_assert_msg(rc == TT_OK, "tt_pool_create(width %u): %s", o.width, tt_status_name(rc));
     ck_assert_ptr_nonnull(p);
-    if (width)
-        ck_assert_uint_eq(tt_pool_width(p), tt_expect_width(width));
+    if (o.width)
+        ck_assert_uint_eq(tt_pool_width(p), tt_expect_width(o.width));
     return p;
+}
+
+/* A pool of `width` threads (0: all CPUs) with the given waits. */
+static inline tt_pool *tt_make_pool_spin(unsigned width, uint64_t spin_polls, uint64_t idle_spin_ns)
+{
+    return TT_TEST_POOL(.width = width, .spin_polls = spin_polls, .idle_spin_ns = idle_spin_ns);
 }
 
 /* A pool of `width` threads with the test waits (short spins). */
