@@ -172,7 +172,7 @@ typedef struct queued {
     tt_exec wex;
 } queued;
 
-static void *waiter_main(void *arg)
+static TT_TEST_UNUSED void *waiter_main(void *arg)
 {
     queued *q = arg;
     tt_flag_set(&q->waiter_started, 1);
@@ -181,7 +181,7 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
-static void holder_job(void *arg, unsigned i, tt_exec *child)
+static TT_TEST_UNUSED void holder_job(void *arg, unsigned i, tt_exec *child)
 {
     (void)child;
     queued *q = arg;

@@ -405,7 +405,9 @@ static void tu_external(void *arg, unsigned width)
     atomic_store(&x->width, width);
     atomic_store(&x->on_leader, pthread_equal(pthread_self(), x->leader));
     _Atomic int n = 0;
+#if TT_PARALLEL_ENABLED
 #pragma omp parallel
+#endif
     atomic_fetch_add(&n, 1);
     atomic_store(&x->region, atomic_load(&n));
 }
