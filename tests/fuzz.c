@@ -26,7 +26,8 @@
  *     tt_ledger_max_live <= its budget (UINT_MAX, "not known", fails), each
  *     pool's tt_ledger_pool_peak <= its width, and tt_ledger_lost() == 0.
  * A sequence that runs past 60 s is reported as a hang. A failure prints
- * the seed; `fuzz --seed S --sequences 1` replays it. make check-stress runs
+ * the seed, and so does a sequence that kills the process (an ASan report,
+ * a debug assertion, a crash); `fuzz --seed S --sequences 1` replays it. make check-stress runs
  * 10^5 sequences of the AddressSanitizer build (with the ledger).
  */
 #ifndef _GNU_SOURCE
@@ -36,6 +37,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -605,6 +607,33 @@ static void run_sequence(uint64_t seed)
     free(ts);
 }
 
+/* A sequence that kills the process (an AddressSanitizer report with
+ * abort_on_error=1, a failed debug assertion, a crash) must still name its
+ * seed, or the failure cannot be replayed: this handler writes it with
+ * write(2) only (async-signal-safe) and re-raises with the default action. */
+static void died(int sig)
+{
+    char buf[96], num[24];
+    int n = 0;
+    uint64_t v = atomic_load(&cur_seed);
+    do
+        num[n++] = (char)('0' + v % 10);
+    while ((v /= 10) && n < (int)sizeof num);
+    const char *pre = "fuzz: died in the sequence of seed ";
+    size_t len = 0;
+    while (pre[len]) {
+        buf[len] = pre[len];
+        len++;
+    }
+    while (n)
+        buf[len++] = num[--n];
+    buf[len++] = '\n';
+    ssize_t w = write(2, buf, len);
+    (void)w;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t sequences = 1000, seed = 1;
@@ -620,6 +649,12 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    signal(SIGABRT, died); /* AddressSanitizer's abort_on_error=1 ends in abort() */
+#if !defined(__SANITIZE_ADDRESS__)
+    /* (Under ASan its own SIGSEGV handler prints the report; keep it.) */
+    signal(SIGSEGV, died);
+    signal(SIGBUS, died);
+#endif
     codes_setup();
     for (int k = 0; k < 4; k++) {
         tt_pool_attr *a = NULL;
