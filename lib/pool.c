@@ -422,6 +422,19 @@ bool tt__pool_finish_doomed(tt_pool *p)
     return due;
 }
 
+/* Test hooks (tests/test_races.c, test_entry_count_survives_reuse): the
+ * two halves of an entry's count around its generation check, so that a
+ * test can put a pool-object reuse between them, which a real entry only
+ * meets when it is preempted in that window. Not exported by the shared
+ * library (the tests link the static archive). */
+void tt__test_entry_count_in(tt_pool *p);
+void tt__test_entry_count_out(tt_pool *p);
+void tt__test_entry_count_in(tt_pool *p)
+{
+    atomic_fetch_add_explicit(&p->entries, 1, memory_order_seq_cst);
+}
+void tt__test_entry_count_out(tt_pool *p) { tt__pool_entry_end(p); }
+
 int tt_pool_destroy(tt_pool *pool)
 {
     if (!pool)

@@ -45,6 +45,16 @@ for b in "$@"; do
     fi
 done
 
+# Everything is built before the study starts, and nothing may be rebuilt
+# during it: a round whose make fails (a source edited meanwhile) would
+# otherwise leave the previous round's results in place.
+for b in "$@"; do
+    if ! make -s -C "$b" -j2 >/dev/null || ! make -s -C "$b/tests" -j2 check-programs >/dev/null; then
+        echo "$0: $b does not build" >&2
+        exit 2
+    fi
+done
+
 mkdir -p "$out"
 csv=$out/results.csv
 echo "round,build,program,result" >"$csv"
@@ -67,7 +77,13 @@ r=1
 while [ "$r" -le "$rounds" ]; do
     for b in "$@"; do
         bn=$(basename "$b")
+        rm -f "$b"/tests/*.trs "$b"/tests/*.log
         make -s -C "$b/tests" -j2 check >/dev/null 2>&1
+        if ! ls "$b"/tests/*.trs >/dev/null 2>&1; then
+            # make stopped before any test ran (a build failure): an error
+            echo "$r,$bn,make,ERROR" >>"$csv"
+            echo "  round $r: $bn: make check ran no test (ERROR)"
+        fi
         for trs in "$b"/tests/*.trs; do
             [ -f "$trs" ] || continue
             prog=$(basename "$trs" .trs)

@@ -217,12 +217,116 @@ START_TEST(test_member_destroy_with_queued_waiter)
 }
 END_TEST
 
+/* Stale entries across pool-object reuse. Pool objects are kept and
+ * reused (lib/pool.c, shell_get), so a token minted on a destroyed pool
+ * still points at an object that a later tt_pool_create may hand out again.
+ * An entry on such a token counts itself in before it reads the
+ * generation, then refuses (TT_EDESTROYED) and counts itself out: if a
+ * reuse reset the count in between, the count out would wrap, and the new
+ * pool would refuse its destroy forever (the defect of 0.1.0). Here one
+ * thread hammers stale tokens while this one builds and destroys pools on
+ * the recycled objects: every stale entry refuses and runs nothing, and
+ * every new pool can be destroyed (TT_EBUSY is allowed while a stale entry
+ * is counted in, never for good). */
+typedef struct stale {
+    tt_exec ex[8];
+    _Atomic bool stop;
+    _Atomic int wrong;  /* a stale entry that did not refuse */
+    _Atomic int ran;    /* work that ran on a stale token   */
+    _Atomic long tries;
+} stale;
+
+static void stale_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    (void)child;
+    atomic_fetch_add(&((stale *)arg)->ran, 1);
+}
+
+static void *stale_main(void *arg)
+{
+    stale *st = arg;
+    unsigned k = 0;
+    while (!atomic_load(&st->stop)) {
+        tt_exec *ex = &st->ex[k++ % 8];
+        int rc = (k & 1) ? tt_fork(ex, 2, stale_job, st) : tt_can_broadcast(ex) ? TT_OK
+                                                                                  : TT_EDESTROYED;
+        if (rc != TT_EDESTROYED)
+            atomic_fetch_add(&st->wrong, 1);
+        atomic_fetch_add(&st->tries, 1);
+    }
+    return NULL;
+}
+
+START_TEST(test_stale_entries_across_reuse)
+{
+    stale st;
+    memset(&st, 0, sizeof st);
+    /* Eight tokens on eight pools, all destroyed: their objects go back to
+     * the list that tt_pool_create takes from. */
+    tt_pool *old[8];
+    for (int i = 0; i < 8; i++) {
+        old[i] = tt_make_pool(1 + i % 2);
+        ck_assert_int_eq(tt_exec_init(&st.ex[i], old[i], 1 + i % 2), TT_OK);
+    }
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(tt_pool_destroy(old[i]), TT_OK);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, stale_main, &st), 0);
+    unsigned rounds = tt_iters(400);
+    for (unsigned r = 0; r < rounds; r++) {
+        tt_pool *p = tt_make_pool(1 + r % 2);
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, p, 1), TT_OK);
+        ck_assert_int_eq(tt_fork(&ex, 1, stale_job, &(stale){0}), TT_OK);
+        uint64_t end = tt_now_ns() + 10ull * 1000000000ull;
+        int rc;
+        while ((rc = tt_pool_destroy(p)) == TT_EBUSY && tt_now_ns() < end)
+            sched_yield();
+        ck_assert_msg(rc == TT_OK, "round %u: a new pool on a recycled object: destroy %s", r,
+                      tt_status_name(rc));
+    }
+    atomic_store(&st.stop, true);
+    ck_assert(tt_join_timeout(t, 60));
+    ck_assert_msg(atomic_load(&st.wrong) == 0, "%d stale entries did not refuse",
+                  atomic_load(&st.wrong));
+    ck_assert_int_eq(atomic_load(&st.ran), 0);
+    ck_assert(atomic_load(&st.tries) > 0);
+}
+END_TEST
+
+/* The window itself, made by hand: an entry counts itself in on a pool
+ * object that a destroy has just retired (its generation check comes
+ * next), tt_pool_create reuses that object (the list of retired objects is
+ * last-in first-out, so the next create takes it), and only then does the
+ * entry see the new generation and count itself out. 0.1.0 reset the
+ * count when it reused the object: the count out wrapped, and the new pool
+ * refused its destroy forever. */
+void tt__test_entry_count_in(tt_pool *p);
+void tt__test_entry_count_out(tt_pool *p);
+
+START_TEST(test_entry_count_survives_reuse)
+{
+    tt_pool *p = tt_make_pool(2);
+    ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+    tt__test_entry_count_in(p);
+    tt_pool *q = tt_make_pool(2);
+    ck_assert_msg(q == p, "the retired pool object was not reused (the test needs it)");
+    /* the stale entry is still counted: the new pool is busy, not broken */
+    ck_assert_int_eq(tt_pool_destroy(q), TT_EBUSY);
+    tt__test_entry_count_out(p);
+    ck_assert_int_eq(tt_pool_destroy(q), TT_OK);
+}
+END_TEST
+
 static Suite *races_suite(void)
 {
     Suite *s = suite_create("races");
     TCase *tc = tt_tcase(s, "destroy", 120);
     tcase_add_test(tc, test_destroy_races_entries);
     tcase_add_test(tc, test_member_destroy_with_queued_waiter);
+    tcase_add_test(tc, test_stale_entries_across_reuse);
+    tcase_add_test(tc, test_entry_count_survives_reuse);
     return s;
 }
 
