@@ -448,31 +448,31 @@ START_TEST(test_pool_no_spin)
 {
     tt_pool *p = tt_make_pool_spin(3, 0, 0);
     cnt c = {0};
-    tt_wait_counts wc;
-    /* At least 50 rounds, and more until a member has parked. A member
-     * that never spins parks whenever it waits for work not yet posted, but
-     * whether it waits at all is the scheduler's: on a busy machine the
-     * serving member may not run before job 0 has posted its work, round
-     * after round (seen in the flake study: 0 parks in 50 rounds beside two
-     * spinning processes). So the rounds go on, up to 20 s, until one
-     * park is seen; none in all of them would be a member that spins. */
-    int r = 0;
-    uint64_t end = tt_now_ns() + 20ull * 1000000000ull;
-    for (;; r++) {
+    for (int r = 0; r < 50; r++) {
         tt_exec ex;
         ck_rc(tt_exec_init(&ex, p, 3), TT_OK);
         ck_rc(tt_fork(&ex, 2, job_nested_cnt, &c), TT_OK);
         if (r == 25)
             ck_rc(tt_pool_release_idle(p), TT_OK);
         tt_sleep_us(500);
-        ck_rc(tt_pool_wait_counts(p, &wc), TT_OK);
-        if (r + 1 >= 50 && (!TT_PARALLEL_ENABLED || wc.member_parks > 0 || tt_now_ns() > end))
-            break;
     }
-    ck_assert_int_eq(atomic_load(&c.n), 4 * (r + 1));
+    ck_assert_int_eq(atomic_load(&c.n), 200);
+    tt_wait_counts wc;
+    ck_rc(tt_pool_wait_counts(p, &wc), TT_OK);
 #if TT_PARALLEL_ENABLED
-    /* members that never spin park when they wait */
-    ck_assert_uint_gt(wc.member_parks, 0);
+    /* Members that never spin park for every piece of work. Open: beside
+     * two spinning processes this fails about one run in five with every
+     * wait counter at 0 (no park, no join sleep, no wake in 50 rounds, and
+     * in 1000 rounds of a longer version), where a quiet run counts about
+     * 66 parks and 85 wakes: under load the rounds seem to take a route on
+     * which no member waits at all (docs/design/testing.md, "The flake
+     * study"). The counters are printed to find it. */
+    ck_assert_msg(wc.member_parks > 0,
+                  "no member parked: parks %llu, join sleeps %llu, barrier sleeps %llu, "
+                  "preemptions %llu, wakes %llu",
+                  (unsigned long long)wc.member_parks, (unsigned long long)wc.join_sleeps,
+                  (unsigned long long)wc.barrier_sleeps, (unsigned long long)wc.preemptions,
+                  (unsigned long long)wc.wakes);
 #endif
     tt_free_pool(p);
 }
