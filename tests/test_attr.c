@@ -460,13 +460,11 @@ START_TEST(test_pool_no_spin)
     tt_wait_counts wc;
     ck_rc(tt_pool_wait_counts(p, &wc), TT_OK);
 #if TT_PARALLEL_ENABLED
-    /* Members that never spin park for every piece of work. Open: beside
-     * two spinning processes this fails about one run in five with every
-     * wait counter at 0 (no park, no join sleep, no wake in 50 rounds, and
-     * in 1000 rounds of a longer version), where a quiet run counts about
-     * 66 parks and 85 wakes: under load the rounds seem to take a route on
-     * which no member waits at all (docs/design/testing.md, "The flake
-     * study"). The counters are printed to find it. */
+    /* Members that never spin park for every piece of work. (The pool
+     * must really be built with spin 0 and idle spin 0: a test helper that
+     * took 0 for "the suite's default" made these members spin, and beside
+     * spinning processes their spins then always caught the work: 0 parks,
+     * about one run in five. docs/design/testing.md, "The flake study".) */
     ck_assert_msg(wc.member_parks > 0,
                   "no member parked: parks %llu, join sleeps %llu, barrier sleeps %llu, "
                   "preemptions %llu, wakes %llu",

@@ -413,11 +413,14 @@ static inline uint64_t tt_test_spin_polls(void)
 
 /* The attributes of a test pool. A field left 0 takes a default: the
  * suite's spin polls (tt_test_spin_polls), the library's idle spin and
- * acquire timeout; a name makes the pool dedicated. */
+ * acquire timeout; a name makes the pool dedicated. exact_waits sets
+ * spin_polls and idle_spin_ns as given, 0 included (0 = sleep at once):
+ * without it a pool meant never to spin would spin with the defaults. */
 typedef struct tt_test_pool_opts {
     unsigned width; /* 0: the library's default width */
     uint64_t spin_polls, idle_spin_ns, acquire_ns;
     const char *name;
+    bool exact_waits;
 } tt_test_pool_opts;
 
 /* A pool with the given attributes, e.g. TT_TEST_POOL(.width = 3,
@@ -429,10 +432,11 @@ static inline tt_pool *tt_test_pool(tt_test_pool_opts o)
     tt_pool_attr *a = NULL;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_threads(a, o.width), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, o.spin_polls ? o.spin_polls
-                                                                  : tt_test_spin_polls()),
+    ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, o.spin_polls || o.exact_waits
+                                                        ? o.spin_polls
+                                                        : tt_test_spin_polls()),
                      TT_OK);
-    if (o.idle_spin_ns)
+    if (o.idle_spin_ns || o.exact_waits)
         ck_assert_int_eq(tt_pool_attr_set_idle_spin(a, o.idle_spin_ns), TT_OK);
     if (o.acquire_ns)
         ck_assert_int_eq(tt_pool_attr_set_acquire_timeout(a, o.acquire_ns), TT_OK);
@@ -451,7 +455,8 @@ static inline tt_pool *tt_test_pool(tt_test_pool_opts o)
 /* A pool of `width` threads (0: all CPUs) with the given waits. */
 static inline tt_pool *tt_make_pool_spin(unsigned width, uint64_t spin_polls, uint64_t idle_spin_ns)
 {
-    return TT_TEST_POOL(.width = width, .spin_polls = spin_polls, .idle_spin_ns = idle_spin_ns);
+    return TT_TEST_POOL(.width = width, .spin_polls = spin_polls, .idle_spin_ns = idle_spin_ns,
+                        .exact_waits = true);
 }
 
 /* A pool of `width` threads with the test waits (short spins). */
