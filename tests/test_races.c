@@ -273,6 +273,11 @@ START_TEST(test_stale_entries_across_reuse)
         ck_assert_int_eq(tt_pool_destroy(old[i]), TT_OK);
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, stale_main, &st), 0);
+    /* The rounds start once the stale thread is running (a quick run's 20
+     * rounds can otherwise end before it has been scheduled at all). */
+    uint64_t start_by = tt_now_ns() + 30ull * 1000000000ull;
+    while (atomic_load(&st.tries) == 0 && tt_now_ns() < start_by)
+        sched_yield();
     unsigned rounds = tt_iters(400);
     for (unsigned r = 0; r < rounds; r++) {
         tt_pool *p = tt_make_pool(1 + r % 2);
