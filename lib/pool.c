@@ -384,12 +384,18 @@ static void doom_finish(tt_pool *p)
     pthread_attr_destroy(&pa);
 }
 
+/* The first half of an entry's count, before its generation check.
+ * seq_cst pairs with the destroy's store of `closing` and load of
+ * `entries`: either the destroy sees this entry, or this entry sees the
+ * destroy and waits for its verdict. */
+static void entry_count_in(tt_pool *p)
+{
+    atomic_fetch_add_explicit(&p->entries, 1, memory_order_seq_cst);
+}
+
 int tt__pool_entry_begin(tt_pool *p, uint32_t gen)
 {
-    /* seq_cst pairs with the destroy's store of `closing` and load of
-     * `entries`: either the destroy sees this entry, or this entry sees
-     * the destroy and waits for its verdict. */
-    atomic_fetch_add_explicit(&p->entries, 1, memory_order_seq_cst);
+    entry_count_in(p);
     while (atomic_load_explicit(&p->closing, memory_order_seq_cst))
         tt__cpu_relax();
     if (atomic_load_explicit(&p->gen, memory_order_acquire) != gen) {
@@ -429,10 +435,7 @@ bool tt__pool_finish_doomed(tt_pool *p)
  * library (the tests link the static archive). */
 void tt__test_entry_count_in(tt_pool *p);
 void tt__test_entry_count_out(tt_pool *p);
-void tt__test_entry_count_in(tt_pool *p)
-{
-    atomic_fetch_add_explicit(&p->entries, 1, memory_order_seq_cst);
-}
+void tt__test_entry_count_in(tt_pool *p) { entry_count_in(p); }
 void tt__test_entry_count_out(tt_pool *p) { tt__pool_entry_end(p); }
 
 int tt_pool_destroy(tt_pool *pool)

@@ -234,6 +234,7 @@ typedef struct stale {
     _Atomic int wrong;  /* a stale entry that did not refuse */
     _Atomic int ran;    /* work that ran on a stale token   */
     _Atomic long tries;
+    tt_flag started;    /* set after the first try           */
 } stale;
 
 static void stale_job(void *arg, unsigned i, tt_exec *child)
@@ -254,6 +255,7 @@ static void *stale_main(void *arg)
         if (rc != TT_EDESTROYED)
             atomic_fetch_add(&st->wrong, 1);
         atomic_fetch_add(&st->tries, 1);
+        tt_flag_set(&st->started, 1);
     }
     return NULL;
 }
@@ -275,9 +277,7 @@ START_TEST(test_stale_entries_across_reuse)
     ck_assert_int_eq(pthread_create(&t, NULL, stale_main, &st), 0);
     /* The rounds start once the stale thread is running (a quick run's 20
      * rounds can otherwise end before it has been scheduled at all). */
-    uint64_t start_by = tt_now_ns() + 30ull * 1000000000ull;
-    while (atomic_load(&st.tries) == 0 && tt_now_ns() < start_by)
-        sched_yield();
+    ck_assert_msg(tt_flag_wait_ge(&st.started, 1, 30), "the stale thread never ran");
     unsigned rounds = tt_iters(400);
     for (unsigned r = 0; r < rounds; r++) {
         tt_pool *p = tt_make_pool(1 + r % 2);
