@@ -20,6 +20,7 @@ void tt__attr_defaults(struct tt_pool_attr *a)
     a->acquire_timeout_ns = TT__DEFAULT_ACQUIRE_TIMEOUT_NS;
     a->spin_polls = TT__DEFAULT_SPIN_POLLS;
     a->pin_participants = false;
+    a->isolate_shares = true;
     a->costs_set = false;
 }
 
@@ -218,5 +219,21 @@ int tt_pool_attr_get_pin_participants(const tt_pool_attr *attr, bool *on)
     if (!attr || !on)
         return TT_EINVAL;
     *on = attr->pin_participants;
+    return TT_OK;
+}
+
+int tt_pool_attr_set_isolate_shares(tt_pool_attr *attr, bool on)
+{
+    if (!attr)
+        return TT_EINVAL;
+    attr->isolate_shares = on;
+    return TT_OK;
+}
+
+int tt_pool_attr_get_isolate_shares(const tt_pool_attr *attr, bool *on)
+{
+    if (!attr || !on)
+        return TT_EINVAL;
+    *on = attr->isolate_shares;
     return TT_OK;
 }

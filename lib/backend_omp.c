@@ -101,6 +101,15 @@ static unsigned omp_region(unsigned width, tt__region_fn fn, void *ctx)
     int dyn = omp_get_dynamic();
     if (dyn)
         omp_set_dynamic(0);
+    /* The region is active whatever max-active-levels-var the calling task
+     * has: inside an inline run that the library isolated (omp_isolate sets
+     * it to 0 outside every region) a nested root still gets its team. A
+     * pool whose width OpenMP can never give was refused when it was built
+     * (tt_pool_create, TT_ERANGE). The ICV is the calling task's own
+     * (data-environment scope in libgomp since GCC 11) and is put back. */
+    int mal = omp_get_max_active_levels();
+    if (mal < 1)
+        omp_set_max_active_levels(1);
     unsigned got = 0;
     _Atomic uint32_t go, done;
     atomic_store_explicit(&done, 0, memory_order_relaxed);
@@ -116,12 +125,87 @@ static unsigned omp_region(unsigned width, tt__region_fn fn, void *ctx)
         atomic_fetch_add_explicit(&done, 1, memory_order_release);
     }
     (void)atomic_load_explicit(&done, memory_order_acquire);
+    if (mal < 1)
+        omp_set_max_active_levels(mal);
     if (dyn)
         omp_set_dynamic(dyn);
     return got;
 }
 
-static void omp_confine(void) { omp_set_num_threads(1); }
+/* An `omp parallel` opened by the calling task gets one thread: no
+ * nthreads-var above 1 and no level left to activate, whatever
+ * OMP_NUM_THREADS (list-valued too), OMP_NESTED or OMP_MAX_ACTIVE_LEVELS
+ * say. Both ICVs are the implicit task's own. */
+static void omp_confine(void)
+{
+    omp_set_num_threads(1);
+    omp_set_max_active_levels(omp_get_active_level());
+}
+
+/* True when the calling thread already is one thread to OpenMP: a team of
+ * one, and every region it could open inactive. Inside an earlier isolate
+ * (a share's nested entry that runs inline) this holds, and isolating
+ * again would only cost. */
+static bool omp_is_one_thread(void)
+{
+    return omp_get_num_threads() == 1 && omp_get_max_threads() == 1 &&
+           omp_get_max_active_levels() <= omp_get_active_level();
+}
+
+/*
+ * One thread to OpenMP (c-api: "A share is one thread to OpenMP").
+ *
+ * OpenMP binds orphaned worksharing, barriers and explicit tasks to the
+ * innermost enclosing parallel region, and a share's innermost region is
+ * the library's own (a root's region at the pool's width, a private crew's
+ * region): without this, an orphaned `omp for` in a fork job is divided
+ * among threads that never run it (500 of 1000 iterations ran, or the loop's
+ * barrier hung), and tasks are run by threads the root took no slot for.
+ *
+ *  - Outside every region (an inline run on a plain thread) there is no
+ *    team to hide: OpenMP already gives the thread a team of one, and only
+ *    the regions it may open need confining. The calling task's
+ *    nthreads-var and max-active-levels-var are set to 1 and 0 and put
+ *    back after (two ICV writes, a few nanoseconds).
+ *  - Inside a region, one nested region of one thread is opened and fn runs
+ *    in it, confined as above. Orphaned constructs then bind to this team
+ *    of one, tasks are run by its only thread (at the latest in the region's
+ *    end barrier), and the library's region stays invisible.
+ *
+ * Measured on the 2-vCPU development hosts (GCC 12): a nested one-thread
+ * region costs about 2.5 us in libgomp (it allocates and frees a team each
+ * time; only a top-level team is cached), so the library opens one per
+ * participant for the whole of its participation (a region's participant,
+ * a private crew member for its whole life), never one per share: every
+ * share and nested entry inside finds omp_is_one_thread() true.
+ */
+typedef struct isolate_call {
+    void (*fn)(void *ctx);
+    void *ctx;
+} isolate_call;
+
+static void omp_isolate(void (*fn)(void *ctx), void *ctx)
+{
+    if (omp_is_one_thread()) {
+        fn(ctx);
+        return;
+    }
+    if (omp_get_level() == 0) {
+        int nt = omp_get_max_threads(), mal = omp_get_max_active_levels();
+        omp_set_num_threads(1);
+        omp_set_max_active_levels(0);
+        fn(ctx);
+        omp_set_max_active_levels(mal);
+        omp_set_num_threads(nt);
+        return;
+    }
+    isolate_call call = {fn, ctx};
+#pragma omp parallel num_threads(1) shared(call)
+    {
+        omp_confine();
+        call.fn(call.ctx);
+    }
+}
 
 static bool omp_in_parallel_any(void) { return omp_get_level() > 0; }
 
@@ -176,7 +260,11 @@ static void omp_external_enter(unsigned width, bool nested, int saved[4])
     saved[2] = omp_get_dynamic();
     omp_set_dynamic(0);
     omp_set_num_threads((int)width);
-    if (width > 1 && nested) {
+    /* The callee's region must be active: nested in a member (whose share is
+     * confined, omp_confine), or this thread's own top-level region inside
+     * an inline run the library isolated. */
+    (void)nested;
+    if (width > 1) {
         int need = omp_get_active_level() + 1;
         if (saved[0] < need)
             omp_set_max_active_levels(need);
@@ -317,6 +405,7 @@ const tt__backend tt__backend_omp = {
     .level1_thread_num = omp_level1_thread_num,
     .in_parallel = omp_in_parallel_any,
     .confine = omp_confine,
+    .isolate = omp_isolate,
     .max_threads = omp_max_threads,
     .region = omp_region,
     .places_cpus = omp_places_cpus,

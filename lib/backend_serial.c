@@ -18,6 +18,8 @@ static int serial_level1_thread_num(void) { return -1; }
 
 static bool serial_in_parallel(void) { return false; }
 static void serial_confine(void) {}
+/* Without OpenMP every thread already is one thread to OpenMP. */
+static void serial_isolate(void (*fn)(void *ctx), void *ctx) { fn(ctx); }
 static unsigned serial_max_threads(void) { return 1; }
 static unsigned serial_region(unsigned width, tt__region_fn fn, void *ctx)
 {
@@ -62,6 +64,7 @@ const tt__backend tt__backend_serial = {
     .level1_thread_num = serial_level1_thread_num,
     .in_parallel = serial_in_parallel,
     .confine = serial_confine,
+    .isolate = serial_isolate,
     .max_threads = serial_max_threads,
     .region = serial_region,
     .places_cpus = serial_places_cpus,

@@ -96,6 +96,18 @@ void tt__member_serve(tt__member *m)
     }
 }
 
+static void member_life(void *ctx)
+{
+    tt__member *m = ctx;
+    tt__crew *c = m->crew;
+    if (c->attr.on_start)
+        c->attr.on_start(c->attr.on_start_arg, (unsigned)(m - c->members));
+    /* Register; release publishes this member's fields to the builder. */
+    atomic_fetch_add_explicit(&c->started, 1, memory_order_release);
+    tt__event_bump(&c->startup, NULL);
+    tt__member_serve(m);
+}
+
 void tt__member_main(tt__crew *c, unsigned k)
 {
     tt__member *m = &c->members[k];
@@ -110,14 +122,11 @@ void tt__member_main(tt__crew *c, unsigned k)
     if (c->have_cpus)
         sched_setaffinity(0, sizeof c->cpus, &c->cpus);
     member_set_name(c, k);
-    c->be->confine();
-    if (c->attr.on_start)
-        c->attr.on_start(c->attr.on_start_arg, k);
-
-    /* Register; release publishes this member's fields to the builder. */
-    atomic_fetch_add_explicit(&c->started, 1, memory_order_release);
-    tt__event_bump(&c->startup, NULL);
-    tt__member_serve(m);
+    /* A member's whole life is one thread to OpenMP (one nested one-thread
+     * region, opened once): the on_start hook and every share it runs see
+     * a team of one, whatever pool the crew serves (a cached crew changes
+     * pools). */
+    c->be->isolate(member_life, m);
     atomic_fetch_add_explicit(&c->exited, 1, memory_order_release);
 }
 

@@ -192,6 +192,28 @@ static void plan_tasks(entry *e, task *tasks, unsigned ntasks, unsigned budget, 
     e->crew = pl->crew;
 }
 
+/* A task's body run by the thread that dispatches it (the entry's caller):
+ * user code of a share, so one thread to OpenMP (tt__share_run). On a
+ * member, which runs inside its participation's isolation, that costs a
+ * check; on a plain thread outside every region, two ICV writes; inside the
+ * application's own region, one nested one-thread region. */
+typedef struct body_call {
+    entry *e;
+    const task *t;
+} body_call;
+
+static void body_thunk(void *ctx)
+{
+    body_call *b = ctx;
+    b->e->body(b->e, b->t);
+}
+
+static void run_body(entry *e, const task *t)
+{
+    body_call b = {e, t};
+    tt__share_run(e->pool, body_thunk, &b);
+}
+
 /* Run the tasks on members through their mailboxes, and wait. */
 static void run_posted(entry *e, task *tasks, unsigned ntasks, const placement *pl)
 {
@@ -210,7 +232,7 @@ static void run_posted(entry *e, task *tasks, unsigned ntasks, const placement *
         if (tasks[j].cnt == 0 || (j == 0 && pl->self >= 0)) {
             if (tasks[j].cnt == 0)
                 tasks[j].off = 0;
-            e->body(e, &tasks[j]);
+            run_body(e, &tasks[j]);
         }
     }
     if (dispatched) {
@@ -237,6 +259,31 @@ typedef struct region_run {
     bool short_team;
 } region_run;
 
+typedef struct region_part {
+    region_run *r;
+    unsigned k;
+} region_part;
+
+/* Participant k's part of a root: its task, or serving its task's nested
+ * entries. */
+static void region_participate(void *ctx)
+{
+    region_part *p = ctx;
+    region_run *r = p->r;
+    tt__crew *c = r->e->crew;
+    int j = r->role[p->k];
+    if (j >= 0) {
+        task *t = &r->tasks[j];
+        r->e->body(r->e, t);
+        /* The task and every entry nested in it are done: its other
+         * members stop serving. */
+        for (uint32_t i = 1; i < t->cnt; i++)
+            tt__member_post(&c->members[r->e->gang[t->off + i]], &tt__work_exit);
+    } else {
+        tt__member_serve(&c->members[p->k]);
+    }
+}
+
 static void region_member(void *ctx, unsigned k, unsigned got)
 {
     region_run *r = ctx;
@@ -251,17 +298,15 @@ static void region_member(void *ctx, unsigned k, unsigned got)
         return; /* not needed: leave at once */
     tt__crew *c = r->e->crew;
     tt__region_member_enter(c, k);
-    c->be->confine();
-    int j = r->role[k];
-    if (j >= 0) {
-        task *t = &r->tasks[j];
-        r->e->body(r->e, t);
-        /* The task and every entry nested in it are done: its other
-         * members stop serving. */
-        for (uint32_t i = 1; i < t->cnt; i++)
-            tt__member_post(&c->members[r->e->gang[t->off + i]], &tt__work_exit);
+    /* The whole participation is one thread to OpenMP (one nested region
+     * per participant per root, not one per share): the shares, the
+     * entries nested in them and the work this member serves for them. */
+    region_part part = {r, k};
+    if (!r->e->pool->attr.isolate_shares) {
+        c->be->confine();
+        region_participate(&part);
     } else {
-        tt__member_serve(&c->members[k]);
+        c->be->isolate(region_participate, &part);
     }
     tt__region_member_leave(c, k);
 }
@@ -412,6 +457,27 @@ typedef struct run_spec {
     bool claimed; /* the caller claimed the token already (tt_external)  */
 } run_spec;
 
+typedef struct inline_run {
+    entry *e;
+    const run_spec *sp;
+    const placement *pl;
+} inline_run;
+
+static void inline_tasks(void *ctx)
+{
+    inline_run *r = ctx;
+    for (unsigned j = 0; j < r->sp->ntasks; j++) {
+        size_t first, sh;
+        tt__block(r->sp->budget, r->sp->ntasks, j, &first, &sh);
+        task t = {.e = r->e, .index = j, .share = (unsigned)sh};
+        if (r->sp->ntasks == 1) {
+            t.off = r->pl->off;
+            t.cnt = r->pl->cnt;
+        }
+        r->e->body(r->e, &t);
+    }
+}
+
 /* Run an entry. The token is claimed here, or by the caller (sp.claimed);
  * either way every refusal below unclaims it, and success leaves it. */
 static int run_entry(tt__exec *x, entry *e, run_spec sp)
@@ -467,19 +533,12 @@ static int run_entry(tt__exec *x, entry *e, run_spec sp)
         ext_entry_inline(e);
     } else if (!spread) {
         /* Lazy and inline: one task (or a pool of width 1) runs on the
-         * caller with the token's members, and no scheduler call is made. */
+         * caller with the token's members, and no scheduler call is made;
+         * still one thread to OpenMP. */
         e->gang = pl.gang;
         e->crew = pl.crew;
-        for (unsigned j = 0; j < sp.ntasks; j++) {
-            size_t first, sh;
-            tt__block(sp.budget, sp.ntasks, j, &first, &sh);
-            task t = {.e = e, .index = j, .share = (unsigned)sh};
-            if (sp.ntasks == 1) {
-                t.off = pl.off;
-                t.cnt = pl.cnt;
-            }
-            e->body(e, &t);
-        }
+        inline_run run = {.e = e, .sp = &sp, .pl = &pl};
+        tt__share_run(e->pool, inline_tasks, &run);
     } else {
         /* Inside an inline run of this pool, its slot goes to this entry
          * while it runs (tt__lend_begin). */
@@ -663,6 +722,13 @@ typedef struct ext_entry {
     bool nested;     /* the callee's region is nested in the caller's    */
 } ext_entry;
 
+typedef struct ext_run {
+    struct ext_entry *x;
+    unsigned width;
+} ext_run;
+
+static void ext_thunk(void *ctx);
+
 /* Call the callee with `width`. `holding`: the external holds slots of the
  * pool while the callee runs, so a thread of the callee that enters the
  * pool must not wait for them: the pool counts the external, and the
@@ -684,7 +750,14 @@ static void ext_call(ext_entry *x, unsigned width, bool nested, bool holding)
      * the callee opens from here (ledger.c). */
     uint64_t prev = tt__ledger_callee_begin(x->e.ledger);
     tt__ledger_enter(x->e.ledger);
-    x->fn(x->arg, width);
+    if (width == 1) {
+        /* A callee handed one thread is one thread to OpenMP, as a share
+         * is; a wider one gets its width (the one door). */
+        ext_run r = {x, width};
+        tt__share_run(pool, ext_thunk, &r);
+    } else {
+        x->fn(x->arg, width);
+    }
     tt__ledger_leave(x->e.ledger);
     tt__ledger_callee_end(prev);
     if (holding) {
@@ -695,6 +768,12 @@ static void ext_call(ext_entry *x, unsigned width, bool nested, bool holding)
         atomic_fetch_sub_explicit(&pool->externals, 1, memory_order_acq_rel);
     }
     be->external_leave(saved);
+}
+
+static void ext_thunk(void *ctx)
+{
+    ext_run *r = ctx;
+    r->x->fn(r->x->arg, r->width);
 }
 
 static void ext_body(entry *e, const task *t)

@@ -160,6 +160,7 @@ struct tt_pool_attr {
     uint64_t acquire_timeout_ns;
     uint64_t spin_polls;
     bool pin_participants;
+    bool isolate_shares;   /* false: the owner's promise that shares make no OpenMP call */
     tt_dispatch_costs costs;
     bool costs_set;
 };
@@ -244,6 +245,14 @@ typedef struct tt__backend {
      * which a width is handed to such code). Sets the participant's
      * implicit task's nthreads-var, which nothing outside it sees. */
     void (*confine)(void);
+    /* Run fn(ctx) on the calling thread as one thread to OpenMP: a team of
+     * one (omp_get_num_threads() == 1), so that orphaned worksharing and
+     * barriers bind to it, explicit tasks run on this thread, and an
+     * `omp parallel` opened inside gets one thread. Costs nothing when the
+     * thread already is one thread to OpenMP (inside an earlier isolate),
+     * a few ICV writes outside every region, and one nested one-thread
+     * region inside a wider one (backend_omp.c has the figures). */
+    void (*isolate)(void (*fn)(void *ctx), void *ctx);
     /* The union of the CPUs of OpenMP's places, when places are defined
      * (OMP_PLACES, or OMP_PROC_BIND, which implies them): false otherwise. */
     bool (*places_cpus)(cpu_set_t *set);
@@ -435,6 +444,18 @@ static inline bool tt__pool_external_callee(const tt_pool *p)
         return true;
     return atomic_load_explicit(&((tt_pool *)p)->externals_unmarked, memory_order_acquire) != 0 &&
            be->in_parallel();
+}
+
+/* Run user code fn(ctx) of a share on the calling thread as one thread to
+ * OpenMP (tt__backend.isolate), unless the pool's owner promised that its
+ * shares make no OpenMP call (tt_pool_attr_set_isolate_shares). A serial
+ * token (pool NULL) is isolated too. */
+static inline void tt__share_run(const tt_pool *pool, void (*fn)(void *ctx), void *ctx)
+{
+    if (pool && !pool->attr.isolate_shares)
+        fn(ctx);
+    else
+        tt__backend_get()->isolate(fn, ctx);
 }
 
 static inline tt__crew *tt__pool_crew(const tt_pool *p)

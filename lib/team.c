@@ -69,6 +69,10 @@ struct tt__ctl {
     pthread_t leader;         /* the thread that may issue commands      */
     uint32_t pool_gen;        /* tokens minted here belong to this pool  */
     bool busy;                /* a command is in flight (leader-private) */
+    /* The block's participants are every thread of the OpenMP region they
+     * run in (a root scope on the caller's team at the pool's width): a
+     * section of the block's full size is that region's team to OpenMP. */
+    bool region_team;
 };
 
 struct tt_scope {
@@ -142,12 +146,65 @@ static void wait_join(tt__ctl *c)
 /* Sections                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * What OpenMP sees in a section (c-api: "A share is one thread to OpenMP").
+ * A section that runs on every thread of the region it executes in (a root
+ * scope on the caller's team at the pool's width, the section at the
+ * scope's full size) *is* that region's team: its orphaned `omp for` is
+ * shared among the section's participants and omp_get_thread_num() is the
+ * section rank, as SPMD code written for `omp parallel` expects. Every
+ * other section (narrower than the block, a split part's, any section on a
+ * private crew) is one thread to OpenMP per participant.
+ */
+typedef struct section_call {
+    tt__ctl *c;
+    tt_section *s;
+} section_call;
+
+static void section_thunk(void *ctx)
+{
+    section_call *k = ctx;
+    k->c->fn(k->c->arg, k->s);
+}
+
 static void run_section(tt__ctl *c, unsigned rank)
 {
     tt_section s = {.c = c, .rank = rank, .size = c->width, .ledger = c->ledger};
     tt__ledger_enter(c->ledger);
-    c->fn(c->arg, &s);
+    if (c->region_team && c->width == c->size) {
+        c->fn(c->arg, &s);
+    } else {
+        section_call k = {c, &s};
+        tt__share_run(c->pool, section_thunk, &k);
+    }
     tt__ledger_leave(c->ledger);
+}
+
+/* A scope's callback on its leader: at the region's level when the block is
+ * the region's whole team (its full-size sections must be that team to
+ * OpenMP, and the leader runs their rank 0; the callback's own code then
+ * runs as code in `omp master` would), otherwise one thread to OpenMP. */
+typedef struct scope_call {
+    tt_scope_fn fn;
+    void *arg;
+    tt_scope *view;
+} scope_call;
+
+static void scope_thunk(void *ctx)
+{
+    scope_call *k = ctx;
+    k->fn(k->arg, k->view);
+}
+
+static void run_scope_fn(tt__ctl *c, tt_scope *view, tt_scope_fn fn, void *arg)
+{
+    tt__ledger_enter(view->ledger);
+    scope_call k = {fn, arg, view};
+    if (c->region_team && view->size == c->size)
+        scope_thunk(&k);
+    else
+        tt__share_run(c->pool, scope_thunk, &k);
+    tt__ledger_leave(view->ledger);
 }
 
 unsigned tt_section_rank(const tt_section *s) { return s ? s->rank : 0; }
@@ -254,16 +311,31 @@ static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
     }
 }
 
-/* Participant p's side of a split of c. */
-static void split_part(tt__ctl *c, unsigned p)
+/* Participant p's side of a split of c. A split's groups are never their
+ * region's team: each participant is one thread to OpenMP for the whole
+ * split (one isolation, which the group's parts and sections find in
+ * place). */
+typedef struct split_call {
+    tt__ctl *c;
+    unsigned p;
+} split_call;
+
+static void split_thunk(void *ctx)
 {
-    const split_cmd *sc = c->split;
+    split_call *k = ctx;
+    const split_cmd *sc = k->c->split;
     size_t g, r;
-    tt__block_find(sc->size, sc->groups, p, &g, &r);
+    tt__block_find(sc->size, sc->groups, k->p, &g, &r);
     if (r == 0)
         lead_group(&sc->subs[g], sc, (unsigned)g);
     else
         participate(&sc->subs[g], (unsigned)r, 0);
+}
+
+static void split_part(tt__ctl *c, unsigned p)
+{
+    split_call k = {c, p};
+    tt__share_run(c->pool, split_thunk, &k);
 }
 
 static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_job_fn job,
@@ -487,6 +559,29 @@ typedef struct scope_region {
     bool short_team;
 } scope_region;
 
+typedef struct scope_part {
+    scope_region *r;
+    unsigned k;
+} scope_part;
+
+static void scope_participate(void *ctx)
+{
+    scope_part *p = ctx;
+    scope_region *r = p->r;
+    tt__ctl *c = r->c;
+    if (p->k == 0) {
+        /* The callback is the root's user code on this thread. */
+        run_scope_fn(c, r->view, r->fn, r->arg);
+        end_members(c);
+    } else {
+        cpu_set_t saved;
+        bool pinned = r->ncpu > 0 && pin_to(r->cpus[p->k % r->ncpu], &saved);
+        participate(c, p->k, 0);
+        if (pinned)
+            unpin(&saved);
+    }
+}
+
 static void scope_region_member(void *ctx, unsigned k, unsigned got)
 {
     scope_region *r = ctx;
@@ -499,19 +594,16 @@ static void scope_region_member(void *ctx, unsigned k, unsigned got)
     if (k >= c->size)
         return;
     tt__region_member_enter(c->crew, k);
-    c->crew->be->confine();
-    if (k == 0) {
-        /* The callback is the root's user code on this thread. */
-        tt__ledger_enter(c->ledger);
-        r->fn(r->arg, r->view);
-        tt__ledger_leave(c->ledger);
-        end_members(c);
+    scope_part part = {r, k};
+    /* Every thread of the region takes part: the block is the region's
+     * team (run_section), and each participant stays at the region's level,
+     * confined. Otherwise each participant is one thread to OpenMP for the
+     * whole scope. */
+    if (c->region_team || !c->pool->attr.isolate_shares) {
+        c->crew->be->confine();
+        scope_participate(&part);
     } else {
-        cpu_set_t saved;
-        bool pinned = r->ncpu > 0 && pin_to(r->cpus[k % r->ncpu], &saved);
-        participate(c, k, 0);
-        if (pinned)
-            unpin(&saved);
+        c->crew->be->isolate(scope_participate, &part);
     }
     tt__region_member_leave(c->crew, k);
 }
@@ -552,9 +644,7 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         tt_scope view = {.c = &c, .size = 1, .ledger = x->ledger};
         unsigned saved = tt__exec_suspend(x);
         tt__inline_hold_begin(&hold);
-        tt__ledger_enter(x->ledger);
-        fn(arg, &view);
-        tt__ledger_leave(x->ledger);
+        run_scope_fn(&c, &view, fn, arg);
         tt__inline_hold_end(&hold);
         tt__exec_resume(x, saved);
         tt__exec_leave(x);
@@ -662,6 +752,9 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
     if (region) {
         unsigned cpus[budget];
         ctl_init(&c, pool, crew, budget, NULL, &pol, x->ledger);
+        /* Every thread of the region takes part when the scope has the
+         * pool's width (the region is always opened at that width). */
+        c.region_team = budget == pool->width;
         scope_region r = {.c = &c, .view = &view, .fn = fn, .arg = arg, .cpus = cpus,
                           .ncpu = pin ? pin_cpus(cpus, budget) : 0};
         tt__backend_get()->region(pool->width, scope_region_member, &r);
@@ -677,9 +770,7 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         ctl_init(&c, pool, crew, budget, members, &pol, x->ledger);
         part_work works[budget - 1];
         start_members(&c, works, pin);
-        tt__ledger_enter(x->ledger);
-        fn(arg, &view);
-        tt__ledger_leave(x->ledger);
+        run_scope_fn(&c, &view, fn, arg);
         end_members(&c);
     }
     tt__exec_resume(x, saved);
@@ -742,9 +833,7 @@ typedef struct call_ctx {
 static int op_callback(tt_scope *view, void *ctx)
 {
     call_ctx *k = ctx;
-    tt__ledger_enter(view->ledger);
-    k->fn(k->arg, view);
-    tt__ledger_leave(view->ledger);
+    run_scope_fn(view->c, view, k->fn, k->arg);
     return TT_OK;
 }
 
@@ -777,12 +866,24 @@ typedef struct team_ranges {
     unsigned ntasks;
 } team_ranges;
 
+/* A range and a broadcast call are shares, one thread to OpenMP, also when
+ * their section is the region's team. */
+typedef struct range_call {
+    team_ranges *r;
+    size_t begin, end;
+} range_call;
+
+static void range_thunk(void *ctx)
+{
+    range_call *k = ctx;
+    k->r->body(k->r->arg, k->begin, k->end);
+}
+
 static void ranges_section(void *arg, tt_section *s)
 {
-    team_ranges *r = arg;
-    size_t begin, end;
-    tt__range_of(r->len, r->ntasks, s->rank, &begin, &end);
-    r->body(r->arg, begin, end);
+    range_call k = {.r = arg};
+    tt__range_of(k.r->len, k.r->ntasks, s->rank, &k.begin, &k.end);
+    tt__share_run(s->c->pool, range_thunk, &k);
 }
 
 typedef struct team_bcast {
@@ -790,10 +891,21 @@ typedef struct team_bcast {
     void *arg;
 } team_bcast;
 
+typedef struct bcast_call {
+    team_bcast *b;
+    unsigned rank;
+} bcast_call;
+
+static void bcast_thunk(void *ctx)
+{
+    bcast_call *k = ctx;
+    k->b->fn(k->b->arg, k->rank);
+}
+
 static void bcast_section(void *arg, tt_section *s)
 {
-    team_bcast *b = arg;
-    b->fn(b->arg, s->rank);
+    bcast_call k = {arg, s->rank};
+    tt__share_run(s->c->pool, bcast_thunk, &k);
 }
 
 /* Run one section of `width` on the token's control block. */

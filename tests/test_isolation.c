@@ -1,0 +1,667 @@
+/*
+ * test_isolation.c -- a share is one thread to OpenMP.
+ *
+ * Roots run on the caller's own OpenMP team, so the library's region is the
+ * innermost parallel region of every share unless the library hides it.
+ * User code in a share (a fork job, a range, a broadcast call, an inline
+ * run, a section narrower than its region, a split part, a callee of a
+ * budget-1 tt_external) must see a team of one thread: legacy kernels call
+ * functions with orphaned `omp for`, `single`, `sections`, `barrier`,
+ * create tasks and open nested regions, and all of it must run exactly
+ * once, on the share's thread, with no thread the root did not take a slot
+ * for running user code.
+ *
+ * The matrix: every entry kind (kinds[] below) on every path (paths[]: the
+ * caller's own team from the main thread, a plain pthread, a thread inside
+ * the application's own parallel region, a dedicated pool's private crew,
+ * a persistent team) runs probe(), which exercises every construct and
+ * counts in user code: iterations, the thread that ran them, the threads
+ * in user code at once (at most the budget), the size of nested regions.
+ * Nesting is enabled for the whole program (max-active-levels 8), so that a
+ * nested region that the library failed to confine does get threads.
+ *
+ * The one place where OpenMP may see more than one thread is a team-scope
+ * section that runs on every thread of its region (a full-width scope on
+ * the caller's team, a full-width section): there the SPMD kernel's
+ * orphaned `omp for` is shared among the section's participants
+ * (test_full_width_section_is_the_team).
+ *
+ * probe() never enters a worksharing construct when it already sees more
+ * than one thread: it records the failure instead, so a defect fails the
+ * test rather than hanging it (a construct bound to the library's wider
+ * region waits at its barrier for threads that never come).
+ */
+#include "tt_test.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+typedef struct probe_stats {
+    tt_live live;            /* threads in user code at once               */
+    _Atomic unsigned probes; /* probe() calls completed                    */
+    _Atomic unsigned bad;    /* violations seen                            */
+    char what[160];          /* the first violation                        */
+    _Atomic int what_set;
+    /* The scope under test is a root scope on the caller's team at the
+     * pool's width: its callback runs on the region's master (as code in
+     * `omp master` does) and its full-size sections are the region's team. */
+    bool region_team;
+} probe_stats;
+
+static TT_TEST_UNUSED void bad(probe_stats *P, const char *fmt, unsigned a, unsigned b)
+{
+    atomic_fetch_add(&P->bad, 1);
+    int z = 0;
+    if (atomic_compare_exchange_strong(&P->what_set, &z, 1))
+        snprintf(P->what, sizeof P->what, fmt, a, b);
+}
+
+static void probe_init(probe_stats *P)
+{
+    memset(P, 0, sizeof *P);
+    tt_live_init(&P->live);
+}
+
+#ifdef _OPENMP
+/* Each construct in a function of its own: the worksharing constructs are
+ * orphaned, as in the legacy kernels (NPB's add(), the loops of a solver). */
+static void ws_for_static(_Atomic unsigned *n, pid_t me, _Atomic unsigned *foreign)
+{
+#pragma omp for schedule(static)
+    for (int i = 0; i < 1000; i++) {
+        atomic_fetch_add(n, 1);
+        if (tt_gettid() != me)
+            atomic_fetch_add(foreign, 1);
+    }
+}
+
+static void ws_for_dynamic(_Atomic unsigned *n, pid_t me, _Atomic unsigned *foreign)
+{
+#pragma omp for schedule(dynamic, 7)
+    for (int i = 0; i < 1000; i++) {
+        atomic_fetch_add(n, 1);
+        if (tt_gettid() != me)
+            atomic_fetch_add(foreign, 1);
+    }
+}
+
+static void ws_for_guided(_Atomic unsigned *n, pid_t me, _Atomic unsigned *foreign)
+{
+#pragma omp for schedule(guided) nowait
+    for (int i = 0; i < 1000; i++) {
+        atomic_fetch_add(n, 1);
+        if (tt_gettid() != me)
+            atomic_fetch_add(foreign, 1);
+    }
+#pragma omp barrier
+}
+
+static void ws_single_sections(_Atomic unsigned *n)
+{
+#pragma omp single
+    atomic_fetch_add(n, 1);
+#pragma omp sections
+    {
+#pragma omp section
+        atomic_fetch_add(n, 10);
+#pragma omp section
+        atomic_fetch_add(n, 100);
+    }
+}
+
+static void task_body(probe_stats *P, _Atomic unsigned *n, pid_t me)
+{
+    int live = tt_live_enter(&P->live);
+    (void)live;
+    atomic_fetch_add(n, 1);
+    if (tt_gettid() != me)
+        bad(P, "a task ran on another thread (%u, %u)", (unsigned)tt_gettid(), (unsigned)me);
+    tt_spin_us(20);
+    tt_live_leave(&P->live);
+}
+
+static void ws_tasks(probe_stats *P, _Atomic unsigned *n, pid_t me)
+{
+    for (int i = 0; i < 8; i++) {
+#pragma omp task shared(n, me, P)
+        task_body(P, n, me);
+    }
+#pragma omp taskwait
+#pragma omp taskloop grainsize(10) shared(n, me, P)
+    for (int i = 0; i < 40; i++)
+        task_body(P, n, me);
+}
+#endif
+
+/* Everything an OpenMP kernel may do, from user code in a share. */
+static void probe(probe_stats *P)
+{
+    tt_live_enter(&P->live);
+#ifdef _OPENMP
+    pid_t me = tt_gettid();
+    int nt = omp_get_num_threads(), tn = omp_get_thread_num();
+    if (nt != 1 || tn != 0) {
+        bad(P, "omp_get_num_threads %u, omp_get_thread_num %u in a share", (unsigned)nt,
+            (unsigned)tn);
+    } else {
+        _Atomic unsigned n = 0, foreign = 0;
+        ws_for_static(&n, me, &foreign);
+        if (n != 1000)
+            bad(P, "orphaned omp for (static) ran %u of %u iterations here", n, 1000);
+        n = 0;
+        ws_for_dynamic(&n, me, &foreign);
+        if (n != 1000)
+            bad(P, "orphaned omp for (dynamic) ran %u of %u iterations here", n, 1000);
+        n = 0;
+        ws_for_guided(&n, me, &foreign);
+        if (n != 1000)
+            bad(P, "orphaned omp for (guided) ran %u of %u iterations here", n, 1000);
+        if (foreign)
+            bad(P, "%u iterations ran on another thread (%u)", foreign, 0);
+        n = 0;
+        ws_single_sections(&n);
+        if (n != 111)
+            bad(P, "single + sections counted %u, want %u", n, 111);
+        n = 0;
+        tt_live_leave(&P->live); /* the tasks count themselves */
+        ws_tasks(P, &n, me);
+        tt_live_enter(&P->live);
+        if (n != 48)
+            bad(P, "tasks ran %u of %u", n, 48);
+    }
+    /* Nested regions: one thread, with and without a num_threads clause
+     * (nesting is enabled for the whole program). */
+    _Atomic unsigned threads = 0;
+#pragma omp parallel shared(threads)
+    atomic_fetch_add(&threads, 1);
+    if (threads != 1)
+        bad(P, "a nested omp parallel got %u threads (%u)", threads, 0);
+    threads = 0;
+#pragma omp parallel num_threads(3) shared(threads)
+    {
+#pragma omp parallel num_threads(2) shared(threads)
+        atomic_fetch_add(&threads, 1);
+    }
+    if (threads != 1)
+        bad(P, "nested omp parallel num_threads(3) x (2) got %u threads (%u)", threads, 0);
+#endif
+    tt_live_leave(&P->live);
+    atomic_fetch_add(&P->probes, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entry kinds                                                               */
+/* ------------------------------------------------------------------------ */
+
+static void job_probe(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    (void)child;
+    probe(arg);
+}
+
+static void job_nested(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    int rc = tt_fork(child, 2, job_probe, arg);
+    TT_CHECK(rc == TT_OK, "nested fork: %s", tt_strerror(rc));
+}
+
+static void body_probe(void *arg, size_t b, size_t e)
+{
+    (void)b;
+    (void)e;
+    probe(arg);
+}
+
+static void bcast_probe(void *arg, unsigned i)
+{
+    (void)i;
+    probe(arg);
+}
+
+static void ext_probe(void *arg, unsigned width)
+{
+    TT_CHECK(width == 1, "budget-1 external: width %u", width);
+    probe(arg);
+}
+
+static void section_probe(void *arg, tt_section *s)
+{
+    (void)s;
+    probe(arg);
+}
+
+static void scope_narrow_sections(void *arg, tt_scope *scope)
+{
+    /* The scope's callback is user code too, and so is every section
+     * narrower than the region. The callback of a scope that is its
+     * region's whole team is that team's master. */
+    probe_stats *P = arg;
+    unsigned size = tt_scope_size(scope);
+    if (!P->region_team) {
+        probe(arg);
+    } else {
+#ifdef _OPENMP
+        if ((unsigned)omp_get_num_threads() != size || omp_get_thread_num() != 0)
+            bad(P, "region-team scope callback: %u threads, thread %u",
+                (unsigned)omp_get_num_threads(), (unsigned)omp_get_thread_num());
+        _Atomic unsigned threads = 0;
+#pragma omp parallel num_threads(2) shared(threads)
+        atomic_fetch_add(&threads, 1);
+        if (threads != 1)
+            bad(P, "region-team scope callback: a nested region got %u threads (%u)", threads, 0);
+#endif
+    }
+    for (unsigned w = 1; w < size; w++) {
+        int rc = tt_scope_run_with(scope, w, section_probe, arg);
+        TT_CHECK(rc == TT_OK, "scope_run_with %u: %s", w, tt_strerror(rc));
+    }
+}
+
+static void part_probe(void *arg, unsigned part, tt_scope *sub)
+{
+    (void)part;
+    int rc = tt_scope_run(sub, section_probe, arg);
+    TT_CHECK(rc == TT_OK, "part's section: %s", tt_strerror(rc));
+}
+
+static void scope_split(void *arg, tt_scope *scope)
+{
+    int rc = tt_scope_split(scope, tt_scope_size(scope), part_probe, arg);
+    TT_CHECK(rc == TT_OK, "split: %s", tt_strerror(rc));
+    rc = tt_scope_fork(scope, tt_scope_size(scope), job_probe, arg);
+    TT_CHECK(rc == TT_OK, "scope fork: %s", tt_strerror(rc));
+}
+
+enum kind {
+    K_FORK,        /* a job per slot                                   */
+    K_FORK_NESTED, /* jobs that fork again                             */
+    K_RANGES,
+    K_BCAST,
+    K_SCOPE,       /* narrower sections, and the callback itself        */
+    K_SPLIT,       /* split parts and scope forks                       */
+    K_INLINE_B1,   /* a budget-1 root: inline                           */
+    K_INLINE_ONE,  /* one job on a wider token: inline                  */
+    K_SERIAL,      /* a serial token                                    */
+    K_EXT_B1,      /* a budget-1 external: the callee inline            */
+    K_NKINDS
+};
+
+static const char *kind_name[K_NKINDS] = {"fork", "fork-nested", "ranges", "broadcast",
+                                          "scope", "split", "inline-b1", "inline-one-job",
+                                          "serial", "external-b1"};
+
+/* Run entry kind k on a fresh token of `pool` with `budget`; returns the
+ * entry's code. */
+static int run_kind(tt_pool *pool, unsigned budget, enum kind k, probe_stats *P)
+{
+    tt_exec ex;
+    int rc;
+    if (k == K_SERIAL) {
+        tt_exec_init_serial(&ex);
+    } else {
+        rc = tt_exec_init(&ex, pool, k == K_INLINE_B1 || k == K_EXT_B1 ? 1 : budget);
+        if (rc)
+            return rc;
+    }
+    switch (k) {
+    case K_FORK:
+        return tt_fork(&ex, tt_exec_budget(&ex), job_probe, P);
+    case K_FORK_NESTED:
+        return tt_fork(&ex, 2, job_nested, P);
+    case K_RANGES:
+        return tt_for_ranges(&ex, 64, 1, body_probe, P);
+    case K_BCAST:
+        return tt_broadcast(&ex, bcast_probe, P);
+    case K_SCOPE:
+        return tt_team_scope(&ex, scope_narrow_sections, P);
+    case K_SPLIT:
+        return tt_team_scope(&ex, scope_split, P);
+    case K_INLINE_B1:
+    case K_SERIAL:
+        return tt_fork(&ex, 3, job_probe, P);
+    case K_INLINE_ONE:
+        return tt_fork(&ex, 1, job_probe, P);
+    case K_EXT_B1:
+        return tt_external(&ex, ext_probe, P);
+    default:
+        return TT_EINVAL;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Paths                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct matrix_case {
+    tt_pool *pool;
+    unsigned budget;
+    const char *path;
+    bool callers_team; /* roots run on the caller's own team here */
+    unsigned failures;
+} matrix_case;
+
+static void run_all_kinds(matrix_case *mc)
+{
+    for (int k = 0; k < K_NKINDS; k++) {
+        probe_stats P;
+        probe_init(&P);
+        P.region_team = mc->callers_team && TT_PARALLEL_ENABLED &&
+                        mc->budget == tt_pool_width(mc->pool) && mc->budget > 1;
+        int rc = run_kind(mc->pool, mc->budget, (enum kind)k, &P);
+        /* A broadcast from inside the application's own region may be
+         * refused while another entry holds the slots; nothing else may. */
+        bool refused_ok = k == K_BCAST && rc == TT_REFUSED_UNAVAILABLE;
+        unsigned cap = k == K_SERIAL || k == K_INLINE_B1 || k == K_EXT_B1
+                           ? 1
+                           : tt_expect_budget(tt_pool_width(mc->pool), mc->budget);
+        if (!refused_ok && rc != TT_OK) {
+            TT_CHECK(0, "%s, width %u budget %u, %s: rc %s", mc->path, tt_pool_width(mc->pool),
+                     mc->budget, kind_name[k], tt_status_name(rc));
+            mc->failures++;
+        }
+        if (atomic_load(&P.bad) || (unsigned)tt_live_max(&P.live) > cap ||
+            (!refused_ok && atomic_load(&P.probes) == 0)) {
+            TT_CHECK(0, "%s, width %u budget %u, %s: %u violations (%s), %d threads in user code "
+                        "(budget %u), %u probes",
+                     mc->path, tt_pool_width(mc->pool), mc->budget, kind_name[k],
+                     atomic_load(&P.bad), P.what, tt_live_max(&P.live), cap,
+                     atomic_load(&P.probes));
+            mc->failures++;
+        }
+    }
+}
+
+static void *plain_thread_main(void *arg)
+{
+    run_all_kinds(arg);
+    return NULL;
+}
+
+static tt_pool *make_pool(unsigned width, bool dedicated)
+{
+    tt_pool_attr *a;
+    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_threads(a, width), TT_OK);
+    if (dedicated)
+        ck_assert_int_eq(tt_pool_attr_set_thread_name(a, "tt-iso"), TT_OK);
+    tt_pool *p;
+    ck_assert_int_eq(tt_pool_create(&p, a), TT_OK);
+    tt_pool_attr_destroy(a);
+    return p;
+}
+
+static void enable_nesting(void)
+{
+#ifdef _OPENMP
+    /* As OMP_MAX_ACTIVE_LEVELS=8 would: a nested region the library does
+     * not confine gets its threads. */
+    omp_set_max_active_levels(8);
+#endif
+}
+
+static const unsigned widths[] = {2, 4};
+
+START_TEST(test_matrix_callers_team)
+{
+    enable_nesting();
+    for (unsigned w = 0; w < sizeof widths / sizeof *widths; w++)
+        for (unsigned budget = 2; budget <= widths[w]; budget += 2) {
+            tt_pool *p = make_pool(widths[w], false);
+            matrix_case mc = {.pool = p, .budget = budget, .path = "main thread",
+                              .callers_team = true};
+            run_all_kinds(&mc);
+            ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+        }
+    tt_assert_no_failures();
+}
+END_TEST
+
+START_TEST(test_matrix_plain_pthread)
+{
+    enable_nesting();
+    for (unsigned w = 0; w < sizeof widths / sizeof *widths; w++) {
+        tt_pool *p = make_pool(widths[w], false);
+        matrix_case mc = {.pool = p, .budget = 2, .path = "plain pthread",
+                          .callers_team = true};
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, plain_thread_main, &mc), 0);
+        pthread_join(t, NULL);
+        ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+    }
+    tt_assert_no_failures();
+}
+END_TEST
+
+START_TEST(test_matrix_dedicated_pool)
+{
+    enable_nesting();
+    for (unsigned w = 0; w < sizeof widths / sizeof *widths; w++) {
+        tt_pool *p = make_pool(widths[w], true);
+        matrix_case mc = {.pool = p, .budget = widths[w], .path = "dedicated pool"};
+        run_all_kinds(&mc);
+        ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+    }
+    tt_assert_no_failures();
+}
+END_TEST
+
+START_TEST(test_matrix_inside_application_region)
+{
+#ifdef _OPENMP
+    enable_nesting();
+    tt_pool *p = make_pool(2, false);
+    matrix_case mc = {.pool = p, .budget = 2, .path = "inside the application's region"};
+    omp_set_dynamic(0);
+#pragma omp parallel num_threads(2) shared(mc)
+    {
+#pragma omp master
+        run_all_kinds(&mc);
+    }
+    ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+    tt_assert_no_failures();
+#endif
+}
+END_TEST
+
+START_TEST(test_matrix_width1_pool)
+{
+    enable_nesting();
+    tt_pool *p = make_pool(1, false);
+    matrix_case mc = {.pool = p, .budget = 1, .path = "width-1 pool"};
+    run_all_kinds(&mc);
+    ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+    tt_assert_no_failures();
+}
+END_TEST
+
+START_TEST(test_matrix_persistent_team)
+{
+    enable_nesting();
+    unsigned w = tt_expect_width(4);
+    tt_pool *p = make_pool(4, false);
+    tt_team *team;
+    ck_assert_int_eq(tt_pool_into_team(p, w, &team), TT_OK);
+    for (int k = 0; k < 3; k++) {
+        probe_stats P;
+        probe_init(&P);
+        tt_exec ex;
+        ck_assert_int_eq(tt_team_lead(team, w, &ex), TT_OK);
+        int rc = k == 0   ? tt_fork(&ex, w, job_probe, &P)
+                 : k == 1 ? tt_for_ranges(&ex, 64, 1, body_probe, &P)
+                          : tt_team_scope(&ex, scope_narrow_sections, &P);
+        ck_assert_msg(rc == TT_OK, "team entry %d: %s", k, tt_strerror(rc));
+        ck_assert_msg(atomic_load(&P.bad) == 0, "team entry %d: %u violations (%s)", k,
+                      atomic_load(&P.bad), P.what);
+        ck_assert_int_le(tt_live_max(&P.live), (int)w);
+        ck_assert_uint_gt(atomic_load(&P.probes), 0);
+    }
+    p = tt_team_into_pool(team);
+    ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+    tt_assert_no_failures();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* The exception: a full-width section is its region's team                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct spmd {
+    _Atomic unsigned iters[1000];
+    _Atomic unsigned bad;
+    double sum;
+} spmd;
+
+/* Shared by the section's threads, as a global of an SPMD code is. */
+static TT_TEST_UNUSED double spmd_sum;
+
+static void spmd_section(void *arg, tt_section *s)
+{
+    spmd *S = arg;
+#ifdef _OPENMP
+    if ((unsigned)omp_get_num_threads() != tt_section_size(s) ||
+        (unsigned)omp_get_thread_num() != tt_section_rank(s)) {
+        atomic_fetch_add(&S->bad, 1);
+        return;
+    }
+#pragma omp single
+    spmd_sum = 0;
+#pragma omp for schedule(static) reduction(+ : spmd_sum)
+    for (int i = 0; i < 1000; i++) {
+        atomic_fetch_add(&S->iters[i], 1);
+        spmd_sum += i;
+    }
+#pragma omp single
+    S->sum = spmd_sum;
+#else
+    (void)s;
+    for (int i = 0; i < 1000; i++)
+        atomic_fetch_add(&S->iters[i], 1);
+    S->sum = 499500;
+#endif
+}
+
+static void spmd_scope(void *arg, tt_scope *scope)
+{
+    for (int r = 0; r < 20; r++) {
+        int rc = tt_scope_run(scope, spmd_section, arg);
+        TT_CHECK(rc == TT_OK, "spmd section: %s", tt_strerror(rc));
+    }
+}
+
+START_TEST(test_full_width_section_is_the_team)
+{
+    unsigned w = tt_expect_width(2);
+    tt_pool *p = make_pool(2, false);
+    spmd *S = calloc(1, sizeof *S);
+    tt_exec ex;
+    ck_assert_int_eq(tt_exec_init(&ex, p, w), TT_OK);
+    ck_assert_int_eq(tt_team_scope(&ex, spmd_scope, S), TT_OK);
+    ck_assert_uint_eq(atomic_load(&S->bad), 0);
+    for (int i = 0; i < 1000; i++)
+        ck_assert_msg(atomic_load(&S->iters[i]) == 20, "iteration %d ran %u times", i,
+                      atomic_load(&S->iters[i]));
+    ck_assert(S->sum == 499500.0);
+    free(S);
+    ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+    tt_assert_no_failures();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* isolate_shares off: the owner's promise                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct promise_seen {
+    _Atomic unsigned nested_threads, jobs;
+} promise_seen;
+
+static void promise_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    (void)child;
+    promise_seen *S = arg;
+    _Atomic unsigned threads = 0;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(3) shared(threads)
+    atomic_fetch_add(&threads, 1);
+#else
+    threads = 1;
+#endif
+    atomic_fetch_add(&S->nested_threads, threads);
+    atomic_fetch_add(&S->jobs, 1);
+}
+
+START_TEST(test_isolate_shares_off)
+{
+    enable_nesting();
+    tt_pool_attr *a;
+    bool on = false;
+    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_get_isolate_shares(a, &on), TT_OK);
+    ck_assert(on);
+    ck_assert_int_eq(tt_pool_attr_set_isolate_shares(a, false), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_get_isolate_shares(a, &on), TT_OK);
+    ck_assert(!on);
+    ck_assert_int_eq(tt_pool_attr_set_isolate_shares(NULL, false), TT_EINVAL);
+    ck_assert_int_eq(tt_pool_attr_get_isolate_shares(a, NULL), TT_EINVAL);
+    ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
+    tt_pool *p;
+    ck_assert_int_eq(tt_pool_create(&p, a), TT_OK);
+    tt_pool_attr_destroy(a);
+    /* Even without isolation an omp parallel in a share gets one thread. */
+    promise_seen S = {0};
+    for (int r = 0; r < 20; r++) {
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
+        ck_assert_int_eq(tt_fork(&ex, 2, promise_job, &S), TT_OK);
+    }
+    ck_assert_uint_eq(atomic_load(&S.jobs), 40);
+    ck_assert_uint_eq(atomic_load(&S.nested_threads), 40);
+    ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* The application's OpenMP state is the same after                         */
+/* ------------------------------------------------------------------------ */
+
+START_TEST(test_icvs_restored)
+{
+#ifdef _OPENMP
+    omp_set_max_active_levels(3);
+    omp_set_num_threads(3);
+    tt_pool *p = make_pool(2, false);
+    for (int k = 0; k < K_NKINDS; k++) {
+        probe_stats P;
+        probe_init(&P);
+        int rc = run_kind(p, 2, (enum kind)k, &P);
+        ck_assert_msg(rc == TT_OK, "%s: %s", kind_name[k], tt_strerror(rc));
+        ck_assert_int_eq(omp_get_max_active_levels(), 3);
+        ck_assert_int_eq(omp_get_max_threads(), 3);
+        ck_assert_int_eq(omp_get_level(), 0);
+    }
+    ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+#endif
+}
+END_TEST
+
+static Suite *isolation_suite(void)
+{
+    Suite *s = suite_create("isolation");
+    TCase *tc = tt_tcase(s, "core", 120);
+    tcase_add_test(tc, test_matrix_callers_team);
+    tcase_add_test(tc, test_matrix_plain_pthread);
+    tcase_add_test(tc, test_matrix_dedicated_pool);
+    tcase_add_test(tc, test_matrix_inside_application_region);
+    tcase_add_test(tc, test_matrix_width1_pool);
+    tcase_add_test(tc, test_matrix_persistent_team);
+    tcase_add_test(tc, test_full_width_section_is_the_team);
+    tcase_add_test(tc, test_icvs_restored);
+    tcase_add_test(tc, test_isolate_shares_off);
+    return s;
+}
+
+int main(void) { return tt_run_suite(isolation_suite()); }
