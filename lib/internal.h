@@ -377,6 +377,8 @@ struct tt__gang_waiter {
  * together never run more than the width. On a private crew a slot's index
  * names the member that runs it; a root on the caller's team uses its own
  * region's threads 0..n-1 and its slots only count. */
+enum { TT__POOL_LIVE = 0, TT__POOL_DOOMED, TT__POOL_ENDING, TT__POOL_RETIRED };
+
 struct tt_pool {
     /* Bumped when the pool is destroyed. Pool objects are never returned to
      * the allocator (they are reused by later pools), so a token that
@@ -392,8 +394,13 @@ struct tt_pool {
     _Atomic uint32_t entries;
     _Atomic uint32_t closing;
     struct tt_pool *next_shell;
-    bool retired;             /* in the shell list: not a live pool      */
-    _Atomic bool doomed;      /* destroyed from a member: last out ends it */
+    /* The destroy state machine (pool.c, tt_pool_destroy): LIVE, then
+     * DOOMED (destroyed from a member: the last entry out ends it), ENDING
+     * (one thread claimed the teardown, under `lock`), RETIRED (in the
+     * shell list). Every move happens under `lock` but the last, and a
+     * destroy that finds ENDING or RETIRED returns TT_EDESTROYED, so
+     * exactly one thread tears a pool down. */
+    _Atomic uint32_t state;
     tt_wait_counts base;      /* counters of a reused crew at build        */
     unsigned width;
     /* The private crew, started on first need (at build for a dedicated

@@ -206,18 +206,17 @@ static void shell_put(tt_pool *p)
     p->crew = NULL;
     atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
     pthread_mutex_lock(&shell_lock);
-    p->retired = true;
+    atomic_store_explicit(&p->state, TT__POOL_RETIRED, memory_order_release);
     p->next_shell = shell_head;
     shell_head = p;
     pthread_mutex_unlock(&shell_lock);
 }
 
-static void pool_free(tt_pool *p)
-{
-    pthread_mutex_destroy(&p->lock);
-    pthread_cond_destroy(&p->cond);
-    shell_put(p);
-}
+/* The lock and the condition variable are not destroyed: a destroy that
+ * raced the teardown may still take the lock to read the state (and find
+ * RETIRED); tt_pool_create initialises them again when it reuses the
+ * object. */
+static void pool_free(tt_pool *p) { shell_put(p); }
 
 int tt_pool_create(tt_pool **pool, const tt_pool_attr *attr)
 {
@@ -340,10 +339,19 @@ bool tt__pool_uses_private_crew(const tt_pool *p)
     return tt__backend_get()->in_parallel();
 }
 
+/* Teardowns so far (test hook: exactly one per destroyed pool). */
+static _Atomic unsigned long teardowns;
+unsigned long tt__test_pool_teardowns(void);
+unsigned long tt__test_pool_teardowns(void)
+{
+    return atomic_load_explicit(&teardowns, memory_order_relaxed);
+}
+
 /* Hand the private crew back (to the cache, or join it), free the region
  * crews, and retire the pool. */
 static void pool_teardown(tt_pool *pool)
 {
+    atomic_fetch_add_explicit(&teardowns, 1, memory_order_relaxed);
     tt__crew *c = atomic_exchange_explicit(&pool->crew, NULL, memory_order_acq_rel);
     if (c) {
         if (c->dedicated)
@@ -408,8 +416,16 @@ int tt__pool_entry_begin(tt_pool *p, uint32_t gen)
 void tt__pool_entry_end(tt_pool *p)
 {
     uint32_t left = atomic_fetch_sub_explicit(&p->entries, 1, memory_order_acq_rel) - 1;
-    if (left == 0 && atomic_load_explicit(&p->doomed, memory_order_acquire))
+    if (left == 0 && atomic_load_explicit(&p->state, memory_order_acquire) == TT__POOL_DOOMED)
         tt__pool_finish_doomed(p);
+}
+
+/* Nothing holds the pool: every slot free, no team, no entry (under
+ * `lock`). */
+static bool pool_idle(tt_pool *p)
+{
+    return p->free_count == p->width && !p->team_owned && p->wait_head == NULL &&
+           atomic_load_explicit(&p->entries, memory_order_acquire) == 0;
 }
 
 /* The last holder out of a pool destroyed from a member tears it down.
@@ -417,11 +433,10 @@ void tt__pool_entry_end(tt_pool *p)
 bool tt__pool_finish_doomed(tt_pool *p)
 {
     pthread_mutex_lock(&p->lock);
-    bool due = atomic_load_explicit(&p->doomed, memory_order_relaxed) &&
-               p->free_count == p->width && !p->team_owned &&
-               atomic_load_explicit(&p->entries, memory_order_acquire) == 0;
+    bool due = atomic_load_explicit(&p->state, memory_order_relaxed) == TT__POOL_DOOMED &&
+               pool_idle(p);
     if (due)
-        atomic_store_explicit(&p->doomed, false, memory_order_relaxed);
+        atomic_store_explicit(&p->state, TT__POOL_ENDING, memory_order_relaxed);
     pthread_mutex_unlock(&p->lock);
     if (due)
         doom_finish(p);
@@ -444,7 +459,10 @@ int tt_pool_destroy(tt_pool *pool)
         return TT_OK;
     if (pool_forked(pool)) {
         /* In a fork child the threads do not exist: release the memory
-         * only. The locks were copied in whatever state; leave them. */
+         * only. The locks were copied in whatever state; leave them. A
+         * second destroy finds the object retired. */
+        if (atomic_load_explicit(&pool->state, memory_order_acquire) == TT__POOL_RETIRED)
+            return TT_EDESTROYED;
         tt__crew *c = tt__pool_crew(pool);
         if (c)
             tt__crew_free(c);
@@ -459,16 +477,22 @@ int tt_pool_destroy(tt_pool *pool)
         shell_put(pool);
         return TT_OK;
     }
-    if (pool->retired)
+    /* ENDING and RETIRED are final: someone else tears it down, or did. */
+    if (atomic_load_explicit(&pool->state, memory_order_acquire) >= TT__POOL_ENDING)
         return TT_EDESTROYED;
     pthread_mutex_lock(&pool->lock);
-    if (atomic_load_explicit(&pool->doomed, memory_order_relaxed)) {
+    uint32_t st = atomic_load_explicit(&pool->state, memory_order_relaxed);
+    if (st >= TT__POOL_ENDING) {
+        pthread_mutex_unlock(&pool->lock);
+        return TT_EDESTROYED;
+    }
+    if (st == TT__POOL_DOOMED) {
         /* Already destroyed from a member: the last holder out ends it;
-         * from a plain thread with nothing running, end it now. */
-        bool idle = tt__pool_member_of(pool, NULL) < 0 && pool->free_count == pool->width &&
-                    !pool->team_owned && atomic_load_explicit(&pool->entries, memory_order_acquire) == 0;
+         * from a plain thread with nothing running, end it now (claimed
+         * under the lock, so the last holder out finds ENDING). */
+        bool idle = tt__pool_member_of(pool, NULL) < 0 && pool_idle(pool);
         if (idle)
-            atomic_store_explicit(&pool->doomed, false, memory_order_relaxed);
+            atomic_store_explicit(&pool->state, TT__POOL_ENDING, memory_order_relaxed);
         pthread_mutex_unlock(&pool->lock);
         if (idle)
             pool_teardown(pool);
@@ -478,7 +502,7 @@ int tt_pool_destroy(tt_pool *pool)
         /* From one of its own members: signal shutdown and return. New
          * entries are refused from now on; the last entry out tears the
          * pool down. */
-        atomic_store_explicit(&pool->doomed, true, memory_order_release);
+        atomic_store_explicit(&pool->state, TT__POOL_DOOMED, memory_order_release);
         atomic_fetch_add_explicit(&pool->gen, 1, memory_order_release);
         pthread_mutex_unlock(&pool->lock);
         return TT_OK;
@@ -489,8 +513,10 @@ int tt_pool_destroy(tt_pool *pool)
          * `entries`: close the door, look, and open it again if busy. */
         atomic_store_explicit(&pool->closing, 1, memory_order_seq_cst);
         busy = atomic_load_explicit(&pool->entries, memory_order_seq_cst) != 0;
-        if (!busy)
+        if (!busy) {
             atomic_fetch_add_explicit(&pool->gen, 1, memory_order_release);
+            atomic_store_explicit(&pool->state, TT__POOL_ENDING, memory_order_relaxed);
+        }
         atomic_store_explicit(&pool->closing, 0, memory_order_seq_cst);
     }
     pthread_mutex_unlock(&pool->lock);

@@ -68,8 +68,8 @@ int tt_exec_init(tt_exec *ex, tt_pool *pool, unsigned budget)
         rc = TT_EINVAL;
     else if (tt__pool_forked(pool))
         rc = TT_EFORKED;
-    else if (atomic_load_explicit(&pool->doomed, memory_order_acquire))
-        rc = TT_EDESTROYED;
+    else if (atomic_load_explicit(&pool->state, memory_order_acquire) != TT__POOL_LIVE)
+        rc = TT_EDESTROYED; /* destroyed (from a member, or for good) */
     if (rc) {
         tt__token_mint_invalid(x);
         return rc;

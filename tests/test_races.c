@@ -324,6 +324,106 @@ START_TEST(test_entry_count_survives_reuse)
 }
 END_TEST
 
+/* Destroy is one state machine: whatever the interleaving of a destroy
+ * from a member (which only signals), the last entry out (which then tears
+ * the pool down) and destroys from plain threads, exactly one thread tears
+ * the pool down, and every other destroy returns TT_EDESTROYED (or
+ * TT_EBUSY while entries run). On 784228d the last entry out cleared the
+ * pool's `doomed` flag under the lock and tore down outside it, and a plain
+ * thread's destroy that read `retired` still false took the normal path:
+ * two teardowns of one object (two live pools on it, or a double free). */
+unsigned long tt__test_pool_teardowns(void);
+
+typedef struct double_destroy {
+    tt_pool *pool;
+    tt_tbarrier go;
+    unsigned delay_us;
+    _Atomic int plain_rc; /* a code no destroy may return here    */
+    _Atomic int plain_ok;
+    _Atomic int member_rc;
+    _Atomic bool stop;
+} double_destroy;
+
+/* Destroys the pool over and over until told to stop (the pool object is
+ * not reused meanwhile: nothing else builds a pool in this test until the
+ * thread is joined). */
+static void *plain_destroyer(void *arg)
+{
+    double_destroy *d = arg;
+    tt_tbarrier_wait(&d->go, tt_timeout(30));
+    while (!atomic_load(&d->stop)) {
+        int rc = tt_pool_destroy(d->pool);
+        if (rc == TT_OK)
+            atomic_fetch_add(&d->plain_ok, 1);
+        else if (rc != TT_EBUSY && rc != TT_EDESTROYED)
+            atomic_store(&d->plain_rc, rc);
+    }
+    return NULL;
+}
+
+static void member_destroy_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)child;
+    double_destroy *d = arg;
+    if (i == 0) {
+        tt_tbarrier_wait(&d->go, tt_timeout(30));
+        tt_spin_us(d->delay_us);
+        atomic_store(&d->member_rc, tt_pool_destroy(d->pool));
+    }
+    tt_spin_us(d->delay_us / 2);
+}
+
+START_TEST(test_second_destroy_never_tears_down_twice)
+{
+#if TT_PARALLEL_ENABLED
+    uint64_t seed = 0x5eed;
+    for (unsigned r = 0; r < tt_iters(200); r++) {
+        double_destroy d;
+        memset(&d, 0, sizeof d);
+        d.pool = tt_make_pool(2);
+        d.delay_us = tt_rng_below(&seed, 200);
+        tt_tbarrier_init(&d.go, 2);
+        unsigned long before = tt__test_pool_teardowns();
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, plain_destroyer, &d), 0);
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, d.pool, 2), TT_OK);
+        ck_assert_int_eq(tt_fork(&ex, 2, member_destroy_job, &d), TT_OK);
+        tt_spin_us(50); /* the destroyer goes on through the teardown */
+        atomic_store(&d.stop, true);
+        ck_assert(tt_join_timeout(t, 60));
+        tt_tbarrier_destroy(&d.go);
+        ck_assert_int_eq(atomic_load(&d.member_rc), TT_OK);
+        ck_assert_msg(atomic_load(&d.plain_rc) == TT_OK, "plain destroy: %s",
+                      tt_status_name(atomic_load(&d.plain_rc)));
+        ck_assert_int_le(atomic_load(&d.plain_ok), 1);
+        /* Another destroy says it is gone, whoever tore it down. */
+        ck_assert_int_eq(tt_pool_destroy(d.pool), TT_EDESTROYED);
+        ck_assert_uint_eq(tt__test_pool_teardowns() - before, 1);
+        /* The object went back once: two new pools are two objects. */
+        tt_pool *a = tt_make_pool(2), *b = tt_make_pool(2);
+        ck_assert_ptr_ne(a, b);
+        ck_assert_int_eq(tt_pool_destroy(a), TT_OK);
+        ck_assert_int_eq(tt_pool_destroy(b), TT_OK);
+    }
+#endif
+}
+END_TEST
+
+/* A destroyed pool's handle that no later pool reused: minting on it is
+ * TT_EDESTROYED (on 784228d it minted, and the entry crashed in the slot
+ * bitmap that the destroy had freed). */
+START_TEST(test_init_on_destroyed_handle)
+{
+    tt_pool *p = tt_make_pool(2);
+    ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+    tt_exec ex;
+    ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_EDESTROYED);
+    ck_assert_int_eq(tt_fork(&ex, 2, stale_job, NULL), TT_EINVAL);
+    ck_assert_int_eq(tt_pool_destroy(p), TT_EDESTROYED);
+}
+END_TEST
+
 static Suite *races_suite(void)
 {
     Suite *s = suite_create("races");
@@ -332,6 +432,8 @@ static Suite *races_suite(void)
     tcase_add_test(tc, test_member_destroy_with_queued_waiter);
     tcase_add_test(tc, test_stale_entries_across_reuse);
     tcase_add_test(tc, test_entry_count_survives_reuse);
+    tcase_add_test(tc, test_second_destroy_never_tears_down_twice);
+    tcase_add_test(tc, test_init_on_destroyed_handle);
     return s;
 }
 
