@@ -83,6 +83,11 @@ static void omp_join(tt__crew *c)
         omp_wait_gone(c->members[k].tid);
 }
 
+/* Test hook: the most threads a root's region asks for (0: no cap), so that
+ * the suite can make a team come out short, which the pool's build-time
+ * checks otherwise leave to dynamic adjustment and exhausted threads. */
+static _Atomic unsigned region_cap;
+
 static unsigned omp_region(unsigned width, tt__region_fn fn, void *ctx)
 {
     /* Dynamic adjustment off for this region only (the application's ICV is
@@ -114,6 +119,9 @@ static unsigned omp_region(unsigned width, tt__region_fn fn, void *ctx)
     _Atomic uint32_t go, done;
     atomic_store_explicit(&done, 0, memory_order_relaxed);
     atomic_store_explicit(&go, 1, memory_order_release);
+    unsigned cap = atomic_load_explicit(&region_cap, memory_order_relaxed);
+    if (cap && cap < width)
+        width = cap;
 #pragma omp parallel num_threads(width) shared(go, done, got)
     {
         (void)atomic_load_explicit(&go, memory_order_acquire);
@@ -392,10 +400,26 @@ static bool omp_callee_of(const void *pool)
     return false;
 }
 
+/* The most threads one region of the calling thread can have: the thread
+ * limit, and 1 when max-active-levels-var is 0 (OMP_MAX_ACTIVE_LEVELS=0
+ * serialises every region) on a thread outside every region, whose roots
+ * run on its own team. Inside an inline run that the library isolated
+ * (nthreads-var 1 and max-active-levels-var 0) the application's setting
+ * is not known and only the thread limit counts; inside a region, roots run
+ * on a private crew, whose host thread has the defaults. */
 static unsigned omp_thread_limit(void)
 {
     int l = omp_get_thread_limit();
-    return l <= 0 ? UINT32_MAX : (unsigned)l;
+    unsigned lim = l <= 0 ? UINT32_MAX : (unsigned)l;
+    if (omp_get_level() == 0 && omp_get_max_active_levels() == 0 && omp_get_max_threads() != 1)
+        lim = 1;
+    return lim;
+}
+
+void tt__test_region_cap(unsigned cap);
+void tt__test_region_cap(unsigned cap)
+{
+    atomic_store_explicit(&region_cap, cap, memory_order_relaxed);
 }
 
 const tt__backend tt__backend_omp = {

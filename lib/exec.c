@@ -113,12 +113,9 @@ static int reserve(tt_pool *pool, placement *pl, unsigned need, bool prefix, uin
         pl->gang = slots;
         return TT_OK;
     }
-    pl->crew = tt__region_crew_get(pool);
-    if (!pl->crew) {
-        tt__gang_release(pool, need, slots);
-        pl->acquired = 0;
-        return TT_ENOMEM;
-    }
+    /* The region crew was taken before the token was consumed (run_entry),
+     * so that a failed allocation consumes nothing. */
+    TT__ASSERT(pl->crew && pl->crew->kind == TT__CREW_REGION);
     pl->route = ROUTE_REGION;
     for (unsigned i = 0; i < need; i++)
         gang[i] = i;
@@ -256,6 +253,8 @@ typedef struct region_run {
     task *tasks;
     int *role;      /* role[k]: the task member k starts, or -1: it serves */
     unsigned n;     /* members the root uses: 0..n-1                       */
+    unsigned ntasks;
+    bool all_at_once; /* a broadcast: its calls need every thread at once */
     bool short_team;
 } region_run;
 
@@ -284,35 +283,72 @@ static void region_participate(void *ctx)
     }
 }
 
+/* A team that came out short (dynamic adjustment, a thread limit reached
+ * after the pool was built, threads exhausted): the tasks run on the
+ * `got` threads obtained, thread k taking tasks k, k + got, ..., each
+ * without members of its own (its nested entries run on this thread), so
+ * that no more than `got` <= budget run at once. */
+typedef struct short_part {
+    region_run *r;
+    unsigned k, got;
+} short_part;
+
+static void short_participate(void *ctx)
+{
+    short_part *p = ctx;
+    for (unsigned j = p->k; j < p->r->ntasks; j += p->got) {
+        task t = p->r->tasks[j];
+        t.off = 0;
+        t.cnt = 0;
+        p->r->e->body(p->r->e, &t);
+    }
+}
+
 static void region_member(void *ctx, unsigned k, unsigned got)
 {
     region_run *r = ctx;
+    tt__crew *c = r->e->crew;
+    bool iso = r->e->pool->attr.isolate_shares;
     if (got < r->n) {
-        /* A narrower team than asked (a thread limit): nothing runs here,
-         * and the caller takes the private crew. */
-        if (k == 0)
-            r->short_team = true;
+        if (r->all_at_once) {
+            /* The calls must run at once: refused, nothing ran. */
+            if (k == 0)
+                r->short_team = true;
+            return;
+        }
+        if (k >= r->ntasks)
+            return;
+        tt__region_member_enter(c, k);
+        short_part sp = {r, k, got};
+        if (iso) {
+            c->be->isolate(short_participate, &sp);
+        } else {
+            c->be->confine();
+            short_participate(&sp);
+        }
+        tt__region_member_leave(c, k);
         return;
     }
     if (k >= r->n)
         return; /* not needed: leave at once */
-    tt__crew *c = r->e->crew;
     tt__region_member_enter(c, k);
     /* The whole participation is one thread to OpenMP (one nested region
      * per participant per root, not one per share): the shares, the
      * entries nested in them and the work this member serves for them. */
     region_part part = {r, k};
-    if (!r->e->pool->attr.isolate_shares) {
+    if (iso) {
+        c->be->isolate(region_participate, &part);
+    } else {
         c->be->confine();
         region_participate(&part);
-    } else {
-        c->be->isolate(region_participate, &part);
     }
     tt__region_member_leave(c, k);
 }
 
-/* Returns false when the team formed was too narrow (nothing ran). */
-static bool run_region(entry *e, task *tasks, unsigned ntasks, const placement *pl)
+/* Returns false when the team formed was too narrow for calls that must
+ * run at once (nothing ran). */
+static bool run_region(entry *e, task *tasks, unsigned ntasks, const placement *pl,
+                       bool all_at_once)
 {
     int role[pl->cnt];
     for (unsigned k = 0; k < pl->cnt; k++)
@@ -321,15 +357,17 @@ static bool run_region(entry *e, task *tasks, unsigned ntasks, const placement *
         TT__ASSERT(tasks[j].cnt > 0);
         role[tasks[j].off] = (int)j;
     }
-    region_run r = {.e = e, .tasks = tasks, .role = role, .n = pl->cnt};
+    region_run r = {.e = e, .tasks = tasks, .role = role, .n = pl->cnt, .ntasks = ntasks,
+                    .all_at_once = all_at_once};
     tt__backend_get()->region(e->pool->width, region_member, &r);
     return !r.short_team;
 }
 
 /* Run `ntasks` tasks whose shares split `budget` on the members of `pl`,
- * and wait for them. A region whose team came out too narrow falls back to
- * the private crew, with the same slots. */
-static int run_tasks(entry *e, unsigned ntasks, unsigned budget, placement *pl)
+ * and wait for them. On a region whose team came out short, the tasks run
+ * on the threads obtained; calls that must run at once (`all_at_once`, a
+ * broadcast) are refused instead (TT_REFUSED_UNAVAILABLE, nothing ran). */
+static int run_tasks(entry *e, unsigned ntasks, unsigned budget, placement *pl, bool all_at_once)
 {
     task tasks[ntasks];
     plan_tasks(e, tasks, ntasks, budget, pl);
@@ -337,19 +375,7 @@ static int run_tasks(entry *e, unsigned ntasks, unsigned budget, placement *pl)
         run_posted(e, tasks, ntasks, pl);
         return TT_OK;
     }
-    if (run_region(e, tasks, ntasks, pl))
-        return TT_OK;
-    tt__crew *crew;
-    int rc = tt__pool_private_crew(e->pool, &crew);
-    if (rc)
-        return rc;
-    tt__region_crew_put(e->pool, pl->crew);
-    pl->route = ROUTE_PRIVATE;
-    pl->crew = crew;
-    pl->gang = pl->slots;
-    plan_tasks(e, tasks, ntasks, budget, pl);
-    run_posted(e, tasks, ntasks, pl);
-    return TT_OK;
+    return run_region(e, tasks, ntasks, pl, all_at_once) ? TT_OK : TT_REFUSED_UNAVAILABLE;
 }
 
 /* Mint the child token of task t in place. */
@@ -489,13 +515,34 @@ static int run_entry(tt__exec *x, entry *e, run_spec sp)
     rc = token_members(x, &pl);
     bool spread = !((sp.ntasks <= 1 && !sp.one) || !x->pool || x->pool->width <= 1);
     uint32_t slots[spread ? sp.need : 1], gang[spread ? sp.need : 1];
+    /* Tasks that may run one after the other (a fork, ranges) never fail
+     * for want of threads: they run on the threads obtained. */
+    bool degrade = !sp.prefix && !sp.one;
+    tt__crew *region_crew = NULL;
     if (rc == TT_OK && spread && pl.self < 0) {
         /* Start the private crew before the token is consumed, so that a
-         * refused start (TT_EAGAIN) leaves the token usable. */
+         * refused start leaves the token usable: a fork or ranges then runs
+         * on the calling thread alone (slots conserved); a broadcast or an
+         * external, which need their threads, fail with the code (a crew
+         * that came out short: TT_REFUSED_UNAVAILABLE). */
         tt__crew *crew;
-        if (tt__pool_uses_private_crew(x->pool))
+        if (tt__pool_uses_private_crew(x->pool)) {
             rc = tt__pool_private_crew(x->pool, &crew);
-        if (rc == TT_OK && tt__pool_external_callee(x->pool)) {
+            if (rc != TT_OK && degrade) {
+                rc = TT_OK;
+                spread = false;
+            } else if (rc == TT_ESHORTTEAM) {
+                rc = TT_REFUSED_UNAVAILABLE;
+            }
+        } else {
+            /* A root on this thread's own team: its region crew is memory,
+             * taken before the consume so that a failed allocation consumes
+             * nothing. */
+            region_crew = tt__region_crew_get(x->pool);
+            if (!region_crew)
+                rc = TT_ENOMEM;
+        }
+        if (rc == TT_OK && spread && tt__pool_external_callee(x->pool)) {
             /* A thread of a tt_external callee's own region, calling back
              * into the pool whose slots that very tt_external holds while it
              * waits for the callee: it must not wait for them.
@@ -520,13 +567,20 @@ static int run_entry(tt__exec *x, entry *e, run_spec sp)
         inline_hold_take(&hold, x, &pl);
     if (rc == TT_OK)
         rc = tt__exec_consume(x);
+    if (rc == TT_OK && !spread && region_crew) {
+        tt__region_crew_put(x->pool, region_crew);
+        region_crew = NULL;
+    }
     if (rc) {
         if (pl.acquired)
             tt__gang_release(x->pool, pl.acquired, pl.slots);
+        if (region_crew)
+            tt__region_crew_put(x->pool, region_crew);
         tt__inline_hold_drop(&hold);
         tt__exec_unclaim(x);
         return rc;
     }
+    pl.crew = pl.self < 0 ? region_crew : pl.crew;
     unsigned saved = tt__exec_suspend(x);
     tt__inline_hold_begin(&hold);
     if (!spread && sp.one) {
@@ -550,18 +604,14 @@ static int run_entry(tt__exec *x, entry *e, run_spec sp)
             if (sp.one) {
                 placement one = pl;
                 one.cnt = 1;
-                rc = run_tasks(e, 1, 1, &one);
-                pl.crew = one.crew;
-                pl.route = one.route;
+                rc = run_tasks(e, 1, 1, &one, false);
             } else {
                 /* Leaf tasks take one member each: a token's wider gang
                  * part is narrowed to what they use. */
                 placement use = pl;
                 if (use.cnt > sp.budget)
                     use.cnt = sp.budget;
-                rc = run_tasks(e, sp.ntasks, sp.budget, &use);
-                pl.crew = use.crew;
-                pl.route = use.route;
+                rc = run_tasks(e, sp.ntasks, sp.budget, &use, sp.prefix);
             }
             unreserve(x->pool, &pl);
         }
@@ -569,6 +619,13 @@ static int run_entry(tt__exec *x, entry *e, run_spec sp)
     }
     tt__inline_hold_end(&hold);
     tt__exec_resume(x, saved);
+    if (rc == TT_REFUSED_UNAVAILABLE) {
+        /* A short team refused a broadcast after the consume: nothing ran,
+         * and a refusal consumes nothing. */
+        tt__exec_unconsume(x);
+        tt__exec_unclaim(x);
+        return rc;
+    }
     tt__exec_leave(x);
     return rc;
 }

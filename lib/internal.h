@@ -674,6 +674,7 @@ int tt__exec_check(const tt__exec *x);
  * a refusal after the claim, nothing consumed; enter = claim + consume. */
 int tt__exec_claim(tt__exec *x);
 int tt__exec_consume(tt__exec *x);
+void tt__exec_unconsume(tt__exec *x);
 void tt__exec_unclaim(tt__exec *x);
 int tt__exec_enter(tt__exec *x);
 void tt__exec_leave(tt__exec *x);

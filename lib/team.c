@@ -703,8 +703,11 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         rc = TT_EWRONGTHREAD;
     } else {
         bool private = tt__pool_uses_private_crew(pool);
-        if (private)
+        if (private) {
             rc = tt__pool_private_crew(pool, &crew);
+            if (rc == TT_ESHORTTEAM)
+                rc = TT_REFUSED_UNAVAILABLE; /* the members cannot be had */
+        }
         /* A thread of a tt_external callee's region never waits for the
          * slots that tt_external may hold: free now, or refused. A thread
          * inside an inline run of the pool lends that run's slot to the
@@ -759,14 +762,12 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
                           .ncpu = pin ? pin_cpus(cpus, budget) : 0};
         tt__backend_get()->region(pool->width, scope_region_member, &r);
         tt__region_crew_put(pool, crew);
-        if (r.short_team) {
-            /* The team came out narrower than the scope (a thread limit):
-             * take the private crew with the same slots. */
-            rc = tt__pool_private_crew(pool, &crew);
-            region = false;
-        }
-    }
-    if (!region && rc == TT_OK) {
+        /* A team narrower than the scope (dynamic adjustment, a thread
+         * limit reached after the pool was built): the members cannot be
+         * had; nothing ran, and the refusal consumes nothing (below). */
+        if (r.short_team)
+            rc = TT_REFUSED_UNAVAILABLE;
+    } else {
         ctl_init(&c, pool, crew, budget, members, &pol, x->ledger);
         part_work works[budget - 1];
         start_members(&c, works, pin);
@@ -777,6 +778,11 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
     if (taken)
         tt__gang_release(pool, taken, slots);
     tt__lend_end(&lend);
+    if (rc == TT_REFUSED_UNAVAILABLE) {
+        tt__exec_unconsume(x);
+        tt__exec_unclaim(x);
+        return rc;
+    }
     tt__exec_leave(x);
     return rc;
 }
@@ -994,11 +1000,14 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
         return TT_ENOMEM;
     }
     pthread_mutex_lock(&pool->lock);
-    bool owned = pool->team_owned;
+    /* A destroyed pool (from a member, or for good: a handle not reused)
+     * takes no team. */
+    bool dead = atomic_load_explicit(&pool->state, memory_order_relaxed) != TT__POOL_LIVE;
+    bool owned = dead || pool->team_owned;
     if (!owned)
         pool->team_owned = true;
     pthread_mutex_unlock(&pool->lock);
-    int rc = owned ? TT_EBUSY : TT_OK;
+    int rc = dead ? TT_EDESTROYED : owned ? TT_EBUSY : TT_OK;
     t->lends = pool->attr.idle_serves_pool;
     /* A persistent team holds its members between leaders, who may come
      * from any thread: it runs on the private crew. */

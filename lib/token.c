@@ -297,6 +297,16 @@ int tt__exec_consume(tt__exec *x)
     return TT_OK;
 }
 
+/* Give a consumed token back: a refusal found only after the consume (a
+ * region whose team came out short, so that a broadcast or a team scope
+ * that needs the missing threads ran nothing). The claim is still held, so
+ * no other entry saw the token consumed; the caller then unclaims. */
+void tt__exec_unconsume(tt__exec *x)
+{
+    TT__ASSERT(atomic_load_explicit(&x->magic, memory_order_relaxed) == TT__MAGIC_CONSUMED);
+    atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_release);
+}
+
 int tt__exec_enter(tt__exec *x)
 {
     int rc = tt__exec_claim(x);

@@ -315,13 +315,33 @@ static bool lc_use(tt_pool *p)
 
 /* The status of a first fork over the whole pool; with `check_unconsumed`,
  * a failed entry must have left its token usable (tt_exec_finish ends it). */
-static int lc_first_use_rc(tt_pool *p, bool check_unconsumed)
+static void lc_count_job(void *arg, unsigned i, tt_exec *c)
+{
+    (void)i;
+    (void)c;
+    atomic_fetch_add((_Atomic unsigned *)arg, 1);
+}
+
+/* The first use of a pool whose private crew cannot start: a fork never
+ * fails for want of threads (its jobs run on the calling thread, slots
+ * conserved), so the code is the one of a broadcast, which needs its
+ * threads at once and is refused without consuming its token. */
+static int lc_first_use_rc(tt_pool *p, bool check_unconsumed, bool rearm)
 {
     tt_exec ex;
     int rc = tt_exec_init(&ex, p, tt_pool_width(p));
     if (rc)
         return rc;
-    rc = tt_fork(&ex, tt_pool_width(p), lc_noop_job, NULL);
+    _Atomic unsigned ran = 0;
+    int frc = tt_fork(&ex, tt_pool_width(p), lc_count_job, (void *)&ran);
+    TT_CHECK(frc == TT_OK && ran == tt_pool_width(p), "first fork: %s, %u of %u jobs ran",
+             tt_status_name(frc), (unsigned)ran, tt_pool_width(p));
+    rc = tt_exec_init(&ex, p, tt_pool_width(p));
+    if (rc)
+        return rc;
+    if (rearm)
+        tt__fault_inject(0, 1); /* the fork's failed start disarmed it */
+    rc = tt_broadcast(&ex, lc_noop_bcast, NULL);
     if (rc != TT_OK && check_unconsumed)
         TT_CHECK(tt_exec_budget(&ex) == tt_pool_width(p) && tt_carries_team(&ex) == false &&
                      tt_can_broadcast(&ex),
@@ -2112,7 +2132,7 @@ static int lc_child_fail_thread(void *arg)
                  * private crew starts on first need, and that entry reports
                  * the refusal, consuming nothing. */
                 TT_CHECK(rc == TT_OK, "default width %u: %s", widths[wi], tt_status_name(rc));
-                rc = rc == TT_OK ? lc_first_use_rc(p, true) : rc;
+                rc = rc == TT_OK ? lc_first_use_rc(p, true, true) : rc;
                 tt__fault_inject(0, 0);
                 tt_pool_attr_destroy(a);
                 TT_CHECK(rc == TT_EAGAIN, "default width %u, first use: %s, expected TT_EAGAIN",
@@ -2289,7 +2309,7 @@ static int lc_child_nproc(void *arg)
             TT_CHECK(rc == TT_OK, "default width 2 under RLIMIT_NPROC=%d: %s", mine + 1,
                      tt_status_name(rc));
             if (rc == TT_OK) {
-                rc = lc_first_use_rc(p, true);
+                rc = lc_first_use_rc(p, true, false);
                 TT_CHECK(rc == TT_EAGAIN, "default width 2 under RLIMIT_NPROC=%d, first use: %s",
                          mine + 1, tt_status_name(rc));
                 lc_destroy(p);

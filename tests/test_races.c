@@ -420,6 +420,9 @@ START_TEST(test_init_on_destroyed_handle)
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_EDESTROYED);
     ck_assert_int_eq(tt_fork(&ex, 2, stale_job, NULL), TT_EINVAL);
+    tt_team *team = NULL;
+    ck_assert_int_eq(tt_pool_into_team(p, 1, &team), TT_EDESTROYED);
+    ck_assert_ptr_null(team);
     ck_assert_int_eq(tt_pool_destroy(p), TT_EDESTROYED);
 }
 END_TEST
