@@ -15,6 +15,7 @@
 #if TT_HAVE_OPENMP
 
 #include <errno.h>
+#include <limits.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -292,37 +293,47 @@ static void omp_external_leave(const int saved[4])
 /*
  * A tt_external that holds a pool's slots waits for its callee; a thread of
  * the callee's own regions that enters the same pool must not wait for
- * those slots (it would wait for itself). OpenMP names no team and no
- * ancestor thread, but it does hand every implicit task of a new region the
- * data environment of the task that opened it, and one ICV of that
- * environment changes nothing a callee does unless it allocates with
- * omp_alloc: def-allocator-var. So around the callee, the calling thread's
- * default allocator becomes a *mark*: an allocator with default traits in
- * the default memory space (what omp_default_mem_alloc is), made by
- * omp_init_allocator once and kept for the life of the process. Every
- * thread of every region the callee opens, at any depth, inherits it
- * (libgomp copies it into each team member at region start: checked with
- * GCC 12), and no other thread has it. A thread entering a pool reads its
- * default allocator, finds the mark and walks the marks that were in force
- * where each external was called (nested externals) looking for the pool.
+ * those slots (it would wait for itself), and no other thread may skip the
+ * wait (the width caps every root together). OpenMP names no team and no
+ * ancestor thread, but it hands every implicit task of a new region the
+ * data environment of the task that opened it, at any depth. The callee is
+ * marked there twice, and a thread entering the pool looks for either mark:
  *
- * The mark replaces only omp_default_mem_alloc (or an outer mark): where
- * the application set another default allocator (OMP_ALLOCATOR,
- * omp_set_default_allocator), the external is left unmarked and the pool
- * falls back to treating every thread inside a foreign region as possibly
- * a callee's (tt__pool_external_callee).
+ *  - The tag: thread-limit-var. No OpenMP routine sets it (only
+ *    OMP_THREAD_LIMIT at start and the thread_limit clause of a `teams`
+ *    construct, for that construct alone), so neither the application nor
+ *    the callee can take it off. The callee runs inside
+ *    `teams num_teams(1) thread_limit(TT__TAG_BASE + i)` on the calling
+ *    thread: with one team, libgomp sets the ICV, calls the body once and
+ *    puts the ICV back (GOMP_teams_reg), a few nanoseconds and no thread.
+ *    The value, about 2^30, limits nothing. Where the process has a thread
+ *    limit of its own (OMP_THREAD_LIMIT) the tag is left out, so that the
+ *    limit holds in the callee. OpenMP allows a host `teams` construct only
+ *    outside every parallel region; libgomp runs it the same way inside
+ *    one (a member's nested external), which is what the library relies on
+ *    there (checked with GCC 12; backend_omp.c is the only place to
+ *    revisit for another runtime).
+ *  - The allocator mark: def-allocator-var becomes an allocator of the
+ *    library's own that forwards every allocation to the allocator that
+ *    was in force (a pool of one byte whose fallback is that allocator), so
+ *    the callee's omp_alloc behaves as before. It is the one mark where the
+ *    tag cannot be set (OMP_THREAD_LIMIT), and the application or the
+ *    callee may replace it (omp_set_default_allocator).
  *
- * Marks live in a fixed table: entries [0, made) have their allocator
- * made; `busy` bits say which are in use. An entry is taken and given back
- * under `mark_lock` (tt_external is not a hot path at the scale of a mutex:
- * a mutex pair costs about 40 ns, the smallest measured dgemm 1.6 us).
- * Readers scan without the lock: a thread only finds a mark that its
- * ancestry put in force and that is therefore still taken.
+ * Marks live in a fixed table: entries [0, made) exist; `busy` says which
+ * are in use. An entry is taken and given back under `mark_lock`
+ * (tt_external is not a hot path at the scale of a mutex: a mutex pair
+ * costs about 40 ns, the smallest measured dgemm 1.6 us). Readers scan
+ * without the lock: a thread only finds a mark that its ancestry put in
+ * force and that is therefore still taken. An entry's allocator forwards to
+ * one allocator (`fb`), so an entry is reused only for the same one.
  */
 #define TT__MARKS 256
+#define TT__TAG_BASE 0x40000000
 
 typedef struct callee_mark {
-    _Atomic omp_allocator_handle_t h;
+    _Atomic omp_allocator_handle_t h; /* omp_null_allocator: none made   */
+    omp_allocator_handle_t fb;        /* what h forwards to               */
     const void *_Atomic pool;
     struct callee_mark *_Atomic outer;
     omp_allocator_handle_t saved; /* the taker's default before the mark */
@@ -344,25 +355,56 @@ static callee_mark *mark_find(omp_allocator_handle_t h)
     return NULL;
 }
 
+/* The mark whose tag the calling thread's thread-limit-var holds. */
+static callee_mark *tag_find(void)
+{
+    int tl = omp_get_thread_limit();
+    if (tl < TT__TAG_BASE || tl >= TT__TAG_BASE + TT__MARKS)
+        return NULL;
+    unsigned i = (unsigned)(tl - TT__TAG_BASE);
+    return i < atomic_load_explicit(&marks_made, memory_order_acquire) ? &marks[i] : NULL;
+}
+
+/* An allocator that forwards every allocation to `fb`: a memory pool of
+ * one byte, so that every request falls back to fb. For the default
+ * allocator, one with default traits (what omp_default_mem_alloc is). */
+static omp_allocator_handle_t forwarding_allocator(omp_allocator_handle_t fb)
+{
+    if (fb == omp_default_mem_alloc || fb == omp_null_allocator)
+        return omp_init_allocator(omp_default_mem_space, 0, NULL);
+    omp_alloctrait_t tr[] = {{omp_atk_pool_size, 1},
+                             {omp_atk_fallback, omp_atv_allocator_fb},
+                             {omp_atk_fb_data, (omp_uintptr_t)fb}};
+    return omp_init_allocator(omp_default_mem_space, 3, tr);
+}
+
 static void *omp_callee_mark(const void *pool)
 {
     omp_allocator_handle_t cur = omp_get_default_allocator();
-    callee_mark *outer = mark_find(cur);
-    if (!outer && cur != omp_default_mem_alloc)
-        return NULL; /* the application's own default allocator: keep it */
+    /* The outer external's mark: by tag (exact), else by allocator. */
+    callee_mark *outer = tag_find();
+    if (!outer)
+        outer = mark_find(cur);
     callee_mark *m = NULL;
     pthread_mutex_lock(&mark_lock);
     unsigned made = atomic_load_explicit(&marks_made, memory_order_relaxed);
     for (unsigned i = 0; i < made && !m; i++)
-        if (!marks[i].busy)
+        if (!marks[i].busy && marks[i].fb == cur)
+            m = &marks[i];
+    for (unsigned i = 0; i < made && !m; i++)
+        if (!marks[i].busy && atomic_load_explicit(&marks[i].h, memory_order_relaxed) ==
+                                  omp_null_allocator)
             m = &marks[i];
     if (!m && made < TT__MARKS) {
-        omp_allocator_handle_t h = omp_init_allocator(omp_default_mem_space, 0, NULL);
-        if (h != omp_null_allocator) {
-            m = &marks[made];
-            atomic_store_explicit(&m->h, h, memory_order_relaxed);
-            atomic_store_explicit(&marks_made, made + 1, memory_order_release);
-        }
+        m = &marks[made];
+        atomic_store_explicit(&m->h, omp_null_allocator, memory_order_relaxed);
+        atomic_store_explicit(&marks_made, made + 1, memory_order_release);
+    }
+    if (m && (atomic_load_explicit(&m->h, memory_order_relaxed) == omp_null_allocator ||
+              m->fb != cur)) {
+        /* May fail (no memory): the tag alone marks the callee then. */
+        atomic_store_explicit(&m->h, forwarding_allocator(cur), memory_order_relaxed);
+        m->fb = cur;
     }
     if (m) {
         m->busy = true;
@@ -374,7 +416,7 @@ static void *omp_callee_mark(const void *pool)
         atomic_store_explicit(&m->outer, outer, memory_order_release);
     }
     pthread_mutex_unlock(&mark_lock);
-    if (m)
+    if (m && atomic_load_explicit(&m->h, memory_order_relaxed) != omp_null_allocator)
         omp_set_default_allocator(atomic_load_explicit(&m->h, memory_order_relaxed));
     return m;
 }
@@ -384,20 +426,40 @@ static void omp_callee_unmark(void *mark)
     callee_mark *m = mark;
     if (!m)
         return;
-    omp_set_default_allocator(m->saved);
+    if (atomic_load_explicit(&m->h, memory_order_relaxed) != omp_null_allocator)
+        omp_set_default_allocator(m->saved);
     pthread_mutex_lock(&mark_lock);
     atomic_store_explicit(&m->pool, NULL, memory_order_relaxed);
     m->busy = false;
     pthread_mutex_unlock(&mark_lock);
 }
 
-static bool omp_callee_of(const void *pool)
+/* Call fn(ctx) with the mark's tag in force (see above). */
+static void omp_callee_call(void *mark, void (*fn)(void *ctx), void *ctx)
 {
-    for (callee_mark *m = mark_find(omp_get_default_allocator()); m;
-         m = atomic_load_explicit(&m->outer, memory_order_acquire))
+    callee_mark *m = mark;
+    int tl = omp_get_thread_limit();
+    /* The process's own thread limit stays in force: no tag then. */
+    if (!m || (tl != INT_MAX && !tag_find())) {
+        fn(ctx);
+        return;
+    }
+    int tag = TT__TAG_BASE + (int)(m - marks);
+#pragma omp teams num_teams(1) thread_limit(tag)
+    fn(ctx);
+}
+
+static bool walk_marks(callee_mark *m, const void *pool)
+{
+    for (; m; m = atomic_load_explicit(&m->outer, memory_order_acquire))
         if (atomic_load_explicit(&m->pool, memory_order_acquire) == pool)
             return true;
     return false;
+}
+
+static bool omp_callee_of(const void *pool)
+{
+    return walk_marks(tag_find(), pool) || walk_marks(mark_find(omp_get_default_allocator()), pool);
 }
 
 /* The most threads one region of the calling thread can have: the thread
@@ -438,6 +500,7 @@ const tt__backend tt__backend_omp = {
     .thread_limit = omp_thread_limit,
     .callee_mark = omp_callee_mark,
     .callee_unmark = omp_callee_unmark,
+    .callee_call = omp_callee_call,
     .callee_of = omp_callee_of,
 };
 

@@ -51,6 +51,11 @@ static void *serial_callee_mark(const void *pool)
     return NULL;
 }
 static void serial_callee_unmark(void *mark) { (void)mark; }
+static void serial_callee_call(void *mark, void (*fn)(void *ctx), void *ctx)
+{
+    (void)mark;
+    fn(ctx);
+}
 static bool serial_callee_of(const void *pool)
 {
     (void)pool;
@@ -73,6 +78,7 @@ const tt__backend tt__backend_serial = {
     .thread_limit = serial_thread_limit,
     .callee_mark = serial_callee_mark,
     .callee_unmark = serial_callee_unmark,
+    .callee_call = serial_callee_call,
     .callee_of = serial_callee_of,
 };
 

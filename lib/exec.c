@@ -785,6 +785,7 @@ typedef struct ext_run {
 } ext_run;
 
 static void ext_thunk(void *ctx);
+static void ext_isolated_thunk(void *ctx);
 
 /* Call the callee with `width`. `holding`: the external holds slots of the
  * pool while the callee runs, so a thread of the callee that enters the
@@ -807,14 +808,11 @@ static void ext_call(ext_entry *x, unsigned width, bool nested, bool holding)
      * the callee opens from here (ledger.c). */
     uint64_t prev = tt__ledger_callee_begin(x->e.ledger);
     tt__ledger_enter(x->e.ledger);
-    if (width == 1) {
-        /* A callee handed one thread is one thread to OpenMP, as a share
-         * is; a wider one gets its width (the one door). */
-        ext_run r = {x, width};
-        tt__share_run(pool, ext_thunk, &r);
-    } else {
-        x->fn(x->arg, width);
-    }
+    /* A callee handed one thread is one thread to OpenMP, as a share is; a
+     * wider one gets its width (the one door). Either runs with the mark
+     * in force, so that its threads are known as the external's own. */
+    ext_run r = {x, width};
+    be->callee_call(mark, width == 1 ? ext_isolated_thunk : ext_thunk, &r);
     tt__ledger_leave(x->e.ledger);
     tt__ledger_callee_end(prev);
     if (holding) {
@@ -831,6 +829,12 @@ static void ext_thunk(void *ctx)
 {
     ext_run *r = ctx;
     r->x->fn(r->x->arg, r->width);
+}
+
+static void ext_isolated_thunk(void *ctx)
+{
+    ext_run *r = ctx;
+    tt__share_run(r->x->e.pool, ext_thunk, r);
 }
 
 static void ext_body(entry *e, const task *t)

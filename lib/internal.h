@@ -270,6 +270,9 @@ typedef struct tt__backend {
      * callee of `pool` (backend_omp.c says how). */
     void *(*callee_mark)(const void *pool);
     void (*callee_unmark)(void *mark);
+    /* Call fn(ctx) as the callee of the external that took `mark` (NULL:
+     * unmarked): every region fn opens, at any depth, carries the mark. */
+    void (*callee_call)(void *mark, void (*fn)(void *ctx), void *ctx);
     bool (*callee_of)(const void *pool);
 } tt__backend;
 
@@ -439,9 +442,10 @@ struct tt_pool {
 /* True when the calling thread runs inside the callee of a tt_external
  * that holds slots of the pool (the callee's own thread, or a thread of any
  * region the callee opened): such a thread never waits for slots. Exact
- * where the external could mark the callee (backend callee_of); for an
- * unmarked external (the application set its own default allocator), any
- * thread inside a parallel region is taken for a possible callee thread. */
+ * where the external could mark the callee (backend callee_of: a tag no
+ * OpenMP routine can change, and an allocator mark); for an unmarked
+ * external (the table of marks full: 256 externals at once), any thread
+ * inside a parallel region is taken for a possible callee thread. */
 static inline bool tt__pool_external_callee(const tt_pool *p)
 {
     if (atomic_load_explicit(&((tt_pool *)p)->externals, memory_order_acquire) == 0)
