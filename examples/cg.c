@@ -7,17 +7,22 @@
  *   omp  all OpenMP: every phase is an `omp parallel` region of the main
  *        thread (matvec, dot products, the fused update).
  *   tt   the same application with threadteam kernels between its own
- *        OpenMP regions: the dot product p.q stays an `omp parallel` region
- *        on the main thread; the matvec is a tt_fork of two jobs (the two
+ *        OpenMP regions: the matvec is a tt_fork of two jobs (the two
  *        halves of the grid), each running tt_for_ranges over its rows with
- *        its child token; the fused update (x += a p, r -= a q, r.r, then
- *        p = r + b p) is one tt_team_scope whose section meets at
- *        tt_section_barrier between its steps.
- * Every dot product sums fixed blocks in a fixed order, so both solvers do
- * the same floating-point operations whatever the thread count: their
- * residual histories agree to the last bit, and --check asserts it (to a
- * tolerance of 1e-12 relative, and the same iteration count), and that the
- * true residual |b - A x| / |b| of each solution meets the tolerance.
+ *        its child token; the dot product p.q is a tt_reduce_sum_d; the
+ *        fused update x += a p, r -= a q with the norm r.r is one more
+ *        tt_reduce_sum_d (its body updates its block and returns the
+ *        block's r.r); p = r + b p stays the application's own
+ *        `omp parallel for` on the main thread.
+ * tt_reduce_sum_d cuts [0, len) into blocks that depend on len and grain
+ * only and adds the blocks' partials in a fixed tree, so its result is the
+ * same bits at every thread count. The omp solver writes the same blocks
+ * and the same tree out by hand (omp_dot, tree_sum: what `reduction(+:)`
+ * cannot promise), so both solvers do the same floating-point operations:
+ * their residual histories agree to the last bit, and --check asserts it
+ * (to a tolerance of 1e-12 relative, and the same iteration count), and
+ * that the true residual |b - A x| / |b| of each solution meets the
+ * tolerance.
  *
  * usage: cg [--n N] [--tol T] [--maxit K] [--mode both|tt|omp] [--check]
  *           [--reps R] [--csv]
@@ -44,14 +49,15 @@
 #include <omp.h>
 #endif
 
-/* Dot products sum NBLK fixed blocks in order (deterministic). */
+/* The reductions' blocks: grain = ceil(len / NBLK), so at most NBLK. */
 #define NBLK 64
 #define MAX_RANKS 256
 
 typedef struct cg {
     size_t n, len;       /* grid side, unknowns */
+    size_t grain, nb;    /* reduction grain and blocks (nb = len / grain) */
     double *x, *r, *p, *q;
-    double blk[NBLK];    /* block partial sums */
+    double blk[NBLK];    /* block partial sums (omp solver) */
     double alpha, beta, rr, rr_new;
     double t_matvec, t_dots, t_update; /* seconds */
     tt_pool *pool;
@@ -65,14 +71,23 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static size_t blk_lo(const cg *s, unsigned b) { return s->len * b / NBLK; }
-
-static double sum_blocks(const double *blk)
+/* Block b of tt_reduce_sum_d's partition (threadteam.h): nb blocks whose
+ * sizes differ by at most one, the larger first. */
+static void blk_range(const cg *s, size_t b, size_t *lo, size_t *hi)
 {
-    double t = 0.0;
-    for (unsigned b = 0; b < NBLK; b++)
-        t += blk[b];
-    return t;
+    size_t q = s->len / s->nb, r = s->len % s->nb;
+    *lo = b * q + (b < r ? b : r);
+    *hi = *lo + q + (b < r ? 1 : 0);
+}
+
+/* tt_reduce_sum_d's fixed tree over the block partials (threadteam.h):
+ * for s = 1, 2, 4 ..., blk[b] += blk[b + s] for b a multiple of 2s. */
+static double tree_sum(double *blk, size_t nb)
+{
+    for (size_t st = 1; st < nb; st *= 2)
+        for (size_t b = 0; b + st < nb; b += 2 * st)
+            blk[b] += blk[b + st];
+    return blk[0];
 }
 
 /* q[g] = (A p)[g] for rows [lo, hi). */
@@ -94,12 +109,26 @@ static void stencil_rows(const cg *s, const double *p, double *q, size_t lo, siz
     }
 }
 
-/* Block b of the dot product a.b. */
-static double dot_block(const cg *s, const double *a, const double *c, unsigned b)
+/* The dot product p.q over [lo, hi) (a tt_reduce_d_fn). */
+static double dot_pq(void *arg, size_t lo, size_t hi)
 {
+    const cg *s = arg;
     double t = 0.0;
-    for (size_t i = blk_lo(s, b); i < blk_lo(s, b + 1); i++)
-        t += a[i] * c[i];
+    for (size_t i = lo; i < hi; i++)
+        t += s->p[i] * s->q[i];
+    return t;
+}
+
+/* x += a p, r -= a q over [lo, hi); returns r.r there (a tt_reduce_d_fn). */
+static double update_rr(void *arg, size_t lo, size_t hi)
+{
+    cg *s = arg;
+    double t = 0.0;
+    for (size_t i = lo; i < hi; i++) {
+        s->x[i] += s->alpha * s->p[i];
+        s->r[i] -= s->alpha * s->q[i];
+        t += s->r[i] * s->r[i];
+    }
     return t;
 }
 
@@ -115,39 +144,40 @@ static void omp_matvec(cg *s)
         stencil_rows(s, s->p, s->q, (size_t)g, (size_t)g + 1);
 }
 
-/* The application's own region: used by both solvers for p.q. */
-static double omp_dot(cg *s, const double *a, const double *c)
+/* p.q with the blocks and the tree of tt_reduce_sum_d, by hand. */
+static double omp_dot(cg *s)
 {
+    long nb = (long)s->nb;
 #pragma omp parallel for schedule(static)
-    for (int b = 0; b < NBLK; b++)
-        s->blk[b] = dot_block(s, a, c, (unsigned)b);
-    return sum_blocks(s->blk);
+    for (long b = 0; b < nb; b++) {
+        size_t lo, hi;
+        blk_range(s, (size_t)b, &lo, &hi);
+        s->blk[b] = dot_pq(s, lo, hi);
+    }
+    return tree_sum(s->blk, s->nb);
+}
+
+/* p = r + b p: the application's own region, in both solvers. */
+static void omp_update_p(cg *s)
+{
+    long len = (long)s->len;
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < len; i++)
+        s->p[i] = s->r[i] + s->beta * s->p[i];
 }
 
 static void omp_update(cg *s)
 {
-    long len = (long)s->len;
-#pragma omp parallel
-    {
-#pragma omp for schedule(static)
-        for (int b = 0; b < NBLK; b++) {
-            double t = 0.0;
-            for (size_t i = blk_lo(s, (unsigned)b); i < blk_lo(s, (unsigned)b + 1); i++) {
-                s->x[i] += s->alpha * s->p[i];
-                s->r[i] -= s->alpha * s->q[i];
-                t += s->r[i] * s->r[i];
-            }
-            s->blk[b] = t;
-        }
-#pragma omp single
-        {
-            s->rr_new = sum_blocks(s->blk);
-            s->beta = s->rr_new / s->rr;
-        }
-#pragma omp for schedule(static)
-        for (long i = 0; i < len; i++)
-            s->p[i] = s->r[i] + s->beta * s->p[i];
+    long nb = (long)s->nb;
+#pragma omp parallel for schedule(static)
+    for (long b = 0; b < nb; b++) {
+        size_t lo, hi;
+        blk_range(s, (size_t)b, &lo, &hi);
+        s->blk[b] = update_rr(s, lo, hi);
     }
+    s->rr_new = tree_sum(s->blk, s->nb);
+    s->beta = s->rr_new / s->rr;
+    omp_update_p(s);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -174,39 +204,6 @@ static void tt_matvec_job(void *arg, unsigned i, tt_exec *child)
     int rc = tt_for_ranges(child, rows, 4 * s->n, tt_matvec_rows, &h);
     if (rc != TT_OK) {
         fprintf(stderr, "cg: tt_for_ranges: %s\n", tt_strerror(rc));
-        exit(2);
-    }
-}
-
-static void tt_update_section(void *arg, tt_section *sec)
-{
-    cg *s = arg;
-    unsigned rank = tt_section_rank(sec), size = tt_section_size(sec);
-    for (unsigned b = rank; b < NBLK; b += size) {
-        double t = 0.0;
-        for (size_t i = blk_lo(s, b); i < blk_lo(s, b + 1); i++) {
-            s->x[i] += s->alpha * s->p[i];
-            s->r[i] -= s->alpha * s->q[i];
-            t += s->r[i] * s->r[i];
-        }
-        s->blk[b] = t;
-    }
-    tt_section_barrier(sec);
-    if (rank == 0) {
-        s->rr_new = sum_blocks(s->blk);
-        s->beta = s->rr_new / s->rr;
-    }
-    tt_section_barrier(sec);
-    size_t lo = s->len * rank / size, hi = s->len * (rank + 1) / size;
-    for (size_t i = lo; i < hi; i++)
-        s->p[i] = s->r[i] + s->beta * s->p[i];
-}
-
-static void tt_update_scope(void *arg, tt_scope *scope)
-{
-    int rc = tt_scope_run(scope, tt_update_section, arg);
-    if (rc != TT_OK) {
-        fprintf(stderr, "cg: tt_scope_run: %s\n", tt_strerror(rc));
         exit(2);
     }
 }
@@ -246,13 +243,23 @@ static unsigned solve(cg *s, bool use_tt, double tol, unsigned maxit, double *hi
             omp_matvec(s);
         }
         double t1 = now_s();
-        double pq = omp_dot(s, s->p, s->q);
+        double pq;
+        if (use_tt) {
+            tt_exec ex;
+            check_rc(tt_exec_init(&ex, s->pool, s->width), "tt_exec_init");
+            check_rc(tt_reduce_sum_d(&ex, s->len, s->grain, dot_pq, s, &pq), "tt_reduce_sum_d");
+        } else {
+            pq = omp_dot(s);
+        }
         s->alpha = s->rr / pq;
         double t2 = now_s();
         if (use_tt) {
             tt_exec ex;
             check_rc(tt_exec_init(&ex, s->pool, s->width), "tt_exec_init");
-            check_rc(tt_team_scope(&ex, tt_update_scope, s), "tt_team_scope");
+            check_rc(tt_reduce_sum_d(&ex, s->len, s->grain, update_rr, s, &s->rr_new),
+                     "tt_reduce_sum_d");
+            s->beta = s->rr_new / s->rr;
+            omp_update_p(s); /* the application's own region */
         } else {
             omp_update(s);
         }
@@ -317,6 +324,8 @@ int main(int argc, char **argv)
     memset(&s, 0, sizeof s);
     s.n = n;
     s.len = n * n;
+    s.grain = (s.len + NBLK - 1) / NBLK;
+    s.nb = s.len / s.grain; /* tt_reduce_sum_d's block count, <= NBLK */
     s.x = malloc(s.len * sizeof(double));
     s.r = malloc(s.len * sizeof(double));
     s.p = malloc(s.len * sizeof(double));
@@ -334,6 +343,7 @@ int main(int argc, char **argv)
 #endif
 
     unsigned it_tt = 0, it_omp = 0;
+    bool same_bits = true;
     double res_tt = 0, res_omp = 0;
     unsigned runs = reps ? reps + 1 : 1; /* with --reps: one warm-up solve first */
     for (unsigned rep = 0; rep < runs; rep++) {
@@ -383,6 +393,8 @@ int main(int argc, char **argv)
         }
         unsigned kmax = it_tt < it_omp ? it_tt : it_omp;
         for (unsigned k = 0; k <= kmax; k++) {
+            if (memcmp(&hist_tt[k], &hist_omp[k], sizeof(double)) != 0)
+                same_bits = false;
             double d = fabs(hist_tt[k] - hist_omp[k]);
             if (d > 1e-12 * hist_omp[k]) {
                 fprintf(stderr, "cg: residual norms differ at iteration %u: tt %.17g, omp %.17g\n",
@@ -392,9 +404,9 @@ int main(int argc, char **argv)
             }
         }
         if (status == 0)
-            printf("cg check: same %u iterations, residual histories agree (1e-12), "
-                   "|b-Ax|/|b| tt %.3g omp %.3g: ok\n",
-                   it_tt, res_tt, res_omp);
+            printf("cg check: same %u iterations, residual histories agree (1e-12; "
+                   "bit for bit: %s), |b-Ax|/|b| tt %.3g omp %.3g: ok\n",
+                   it_tt, same_bits ? "yes" : "no", res_tt, res_omp);
     }
     check_rc(tt_pool_destroy(s.pool), "tt_pool_destroy");
     free(s.x);

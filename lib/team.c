@@ -73,6 +73,10 @@ struct tt__ctl {
      * run in (a root scope on the caller's team at the pool's width): a
      * section of the block's full size is that region's team to OpenMP. */
     bool region_team;
+    /* The failure word of the tt_team_scope call this block serves now
+     * (tt_scope_fail, tt_section_fail): 0, or the first code. Set by the
+     * leader before any command; a split's sub-blocks share their parent's. */
+    _Atomic int *fail;
 };
 
 struct tt_scope {
@@ -210,6 +214,27 @@ static void run_scope_fn(tt__ctl *c, tt_scope *view, tt_scope_fn fn, void *arg)
 unsigned tt_section_rank(const tt_section *s) { return s ? s->rank : 0; }
 unsigned tt_section_size(const tt_section *s) { return s ? s->size : 0; }
 
+/* Errors out of callbacks: the first nonzero code stored wins. */
+static void fail_set(_Atomic int *fail, int code)
+{
+    int none = 0;
+    atomic_compare_exchange_strong_explicit(fail, &none, code, memory_order_acq_rel,
+                                            memory_order_acquire);
+}
+
+static int fail_get(const tt__ctl *c)
+{
+    return c->fail ? atomic_load_explicit(c->fail, memory_order_acquire) : 0;
+}
+
+int tt_section_fail(tt_section *s, int code)
+{
+    if (!s || !s->c || !s->c->fail || code == 0)
+        return TT_EINVAL;
+    fail_set(s->c->fail, code);
+    return TT_OK;
+}
+
 void tt_section_barrier(tt_section *s)
 {
     if (!s || s->size <= 1)
@@ -243,6 +268,21 @@ static int scope_leader_check(const tt_scope *scope)
 
 unsigned tt_scope_size(const tt_scope *scope) { return scope ? scope->size : 0; }
 
+int tt_scope_fail(tt_scope *scope, int code)
+{
+    if (!scope || !scope->c || !scope->c->fail || code == 0)
+        return TT_EINVAL;
+    if (!pthread_equal(scope->c->leader, pthread_self()))
+        return TT_EWRONGTHREAD;
+    fail_set(scope->c->fail, code);
+    return TT_OK;
+}
+
+int tt_scope_failed(const tt_scope *scope)
+{
+    return scope && scope->c ? fail_get(scope->c) : 0;
+}
+
 int tt_scope_run_with(tt_scope *scope, unsigned width, tt_section_fn section, void *arg)
 {
     int rc = scope_leader_check(scope);
@@ -251,6 +291,8 @@ int tt_scope_run_with(tt_scope *scope, unsigned width, tt_section_fn section, vo
     if (!section || width == 0 || width > scope->size)
         return TT_EINVAL;
     tt__ctl *c = scope->c;
+    if ((rc = fail_get(c)) != 0)
+        return rc; /* a failed scope runs no more sections */
     c->busy = true;
     c->fn = section;
     c->arg = arg;
@@ -265,7 +307,7 @@ int tt_scope_run_with(tt_scope *scope, unsigned width, tt_section_fn section, vo
         wait_join(c);
     }
     c->busy = false;
-    return TT_OK;
+    return fail_get(c);
 }
 
 int tt_scope_run(tt_scope *scope, tt_section_fn section, void *arg)
@@ -347,6 +389,8 @@ static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_jo
     if (jobs == 0 || (!split && !job))
         return TT_EINVAL;
     tt__ctl *c = scope->c;
+    if ((rc = fail_get(c)) != 0)
+        return rc;
     unsigned size = scope->size;
     unsigned groups = jobs < size ? jobs : size;
     tt__ctl subs[groups];
@@ -359,6 +403,7 @@ static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_jo
         subs[g].pool_gen = c->pool_gen;
         subs[g].pol.throttled = c->pol.throttled;
         subs[g].leader = pthread_self(); /* reset by the group's leader */
+        subs[g].fail = c->fail;          /* a part's failure fails the scope */
     }
     split_cmd sc = {.jobs = jobs, .groups = groups, .size = size, .split = split, .job = job,
                     .arg = arg, .subs = subs, .child_flags = child_flags};
@@ -376,7 +421,7 @@ static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_jo
     }
     c->split = NULL;
     c->busy = false;
-    return TT_OK;
+    return fail_get(c);
 }
 
 int tt_scope_split(tt_scope *scope, unsigned parts, tt_split_fn fn, void *arg)
@@ -641,6 +686,8 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         tt__ctl c;
         tt__wait_policy pol = {0};
         ctl_init(&c, pool, NULL, 1, NULL, &pol, x->ledger);
+        _Atomic int fail = 0;
+        c.fail = &fail;
         tt_scope view = {.c = &c, .size = 1, .ledger = x->ledger};
         unsigned saved = tt__exec_suspend(x);
         tt__inline_hold_begin(&hold);
@@ -648,7 +695,7 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         tt__inline_hold_end(&hold);
         tt__exec_resume(x, saved);
         tt__exec_leave(x);
-        return TT_OK;
+        return atomic_load_explicit(&fail, memory_order_acquire);
     }
 
     uint64_t timeout = pool->attr.acquire_timeout_ns;
@@ -750,6 +797,7 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
     }
     pol.throttled = pol.throttled || budget > tt__cpu_count_cached();
     tt__ctl c;
+    _Atomic int fail = 0;
     tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
     unsigned saved = tt__exec_suspend(x);
     if (region) {
@@ -758,6 +806,7 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         /* Every thread of the region takes part when the scope has the
          * pool's width (the region is always opened at that width). */
         c.region_team = budget == pool->width;
+        c.fail = &fail;
         scope_region r = {.c = &c, .view = &view, .fn = fn, .arg = arg, .cpus = cpus,
                           .ncpu = pin ? pin_cpus(cpus, budget) : 0};
         tt__backend_get()->region(pool->width, scope_region_member, &r);
@@ -769,6 +818,7 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
             rc = TT_REFUSED_UNAVAILABLE;
     } else {
         ctl_init(&c, pool, crew, budget, members, &pol, x->ledger);
+        c.fail = &fail;
         part_work works[budget - 1];
         start_members(&c, works, pin);
         run_scope_fn(&c, &view, fn, arg);
@@ -784,7 +834,8 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         return rc;
     }
     tt__exec_leave(x);
-    return rc;
+    /* The scope's failure code (tt_scope_fail), when it ran and failed. */
+    return rc ? rc : atomic_load_explicit(&fail, memory_order_acquire);
 }
 
 int tt_team_scope(tt_exec *ex, tt_scope_fn fn, void *arg)
@@ -819,10 +870,15 @@ static int with_carried_scope(tt__exec *x, carried_op op, void *ctx)
     }
     pthread_t prev = c->leader;
     c->leader = pthread_self();
+    /* This entry's own failure word (a failure inside it is this entry's
+     * code, not the enclosing scope's). */
+    _Atomic int fail = 0, *prev_fail = c->fail;
+    c->fail = &fail;
     tt_scope view = {.c = c, .size = x->budget, .ledger = x->ledger};
     unsigned saved = tt__exec_suspend(x);
     rc = op(&view, ctx);
     tt__exec_resume(x, saved);
+    c->fail = prev_fail;
     c->leader = prev;
     tt__exec_leave(x);
     return rc;
@@ -840,7 +896,7 @@ static int op_callback(tt_scope *view, void *ctx)
 {
     call_ctx *k = ctx;
     run_scope_fn(view->c, view, k->fn, k->arg);
-    return TT_OK;
+    return tt_scope_failed(view);
 }
 
 static int op_section(tt_scope *view, void *ctx)

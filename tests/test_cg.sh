@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_cg.sh -- the OpenMP application of examples/cg.c: its threadteam
-# solver (tt_fork + tt_for_ranges matvec, tt_team_scope update with
-# barriers, between its own omp parallel regions) and its all-OpenMP solver
+# solver (tt_fork + tt_for_ranges matvec, tt_reduce_sum_d dot product and
+# fused update with norm, between its own omp parallel regions) and its
+# all-OpenMP solver
 # must converge with the same iteration count and residual history
 # (cg --check exits 1 otherwise). n = 128 keeps it under a few seconds.
 if test "${TT_UNDER_TSAN:-0}" = 1; then

@@ -1,0 +1,89 @@
+#!/bin/sh
+# bench-reduce.sh -- tt_reduce_sum_d against `omp parallel for
+# reduction(+:s)` at 10^3..10^7 doubles (bench/bench_reduce).
+#
+# Runs `bench_reduce --system tt` and `--system omp` in alternating
+# processes (the order flips every round), pools the repetitions of each
+# system and length, and prints the median and p90 in microseconds per
+# call and the ratio of the medians, tt / omp (lower is better for
+# threadteam; the issue's target is <= 1.10). Not part of `make bench`.
+#
+# usage: scripts/bench-reduce.sh [--prog PATH] [--rounds R] [--reps K]
+#                                [--lens LIST] [--grain G]
+#   --prog PATH  the program (default: bench/bench_reduce of $BUILD_DIR or
+#                ./build; build it with `make bench-programs`)
+#   --rounds R   process pairs (default 4); --reps K repetitions per
+#                process and length (default 15)
+# On a host shared with other work the figures are indicative only.
+set -eu
+LC_ALL=C
+export LC_ALL
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+prog=
+rounds=4
+reps=15
+lens=1000,10000,100000,1000000,10000000
+grain=2048
+while [ $# -gt 0 ]; do
+    case $1 in
+    --prog) prog=$2; shift ;;
+    --rounds) rounds=$2; shift ;;
+    --reps) reps=$2; shift ;;
+    --lens) lens=$2; shift ;;
+    --grain) grain=$2; shift ;;
+    *) echo "usage: $0 [--prog PATH] [--rounds R] [--reps K] [--lens LIST] [--grain G]" >&2
+       exit 2 ;;
+    esac
+    shift
+done
+if [ -z "$prog" ]; then
+    for d in "${BUILD_DIR:-}" "$top/build"; do
+        if [ -n "$d" ] && [ -x "$d/bench/bench_reduce" ]; then
+            prog=$d/bench/bench_reduce
+            break
+        fi
+    done
+fi
+if [ -z "$prog" ] || [ ! -x "$prog" ]; then
+    echo "bench-reduce: bench/bench_reduce not built (make bench-programs)" >&2
+    exit 2
+fi
+
+raw=$(mktemp)
+trap 'rm -f "$raw"' EXIT INT TERM
+echo "bench-reduce: $rounds rounds x 2 processes, $reps repetitions each, lens $lens, grain $grain"
+echo "bench-reduce: load before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
+r=0
+while [ $r -lt "$rounds" ]; do
+    if [ $((r % 2)) -eq 0 ]; then order="tt omp"; else order="omp tt"; fi
+    for s in $order; do
+        "$prog" --system "$s" --lens "$lens" --reps "$reps" --grain "$grain" >>"$raw" 2>/dev/null
+    done
+    r=$((r + 1))
+    echo "bench-reduce: round $r of $rounds done"
+done
+echo "bench-reduce: load after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
+
+# Quantile q of the sorted values of one (system, len).
+quant() { # system len q
+    awk -F, -v s="$1" -v l="$2" '$1 == s && $3 == l { print $5 }' "$raw" | sort -g |
+        awk -v q="$3" '{ v[NR] = $1 } END {
+            if (NR == 0) { print "nan"; exit }
+            p = 1 + q * (NR - 1); i = int(p); f = p - i;
+            print (i < NR) ? v[i] + f * (v[i + 1] - v[i]) : v[NR] }'
+}
+
+width=$(awk -F, 'NR == 1 { print $2 }' "$raw")
+printf '\nwidth %s; microseconds per call (median / p90 over %s repetitions each)\n' \
+    "$width" "$((rounds * reps))"
+printf '%10s  %12s %12s  %12s %12s  %8s\n' len tt_med tt_p90 omp_med omp_p90 tt/omp
+for l in $(echo "$lens" | tr ',' ' '); do
+    tm=$(quant tt "$l" 0.5)
+    tp=$(quant tt "$l" 0.9)
+    om=$(quant omp "$l" 0.5)
+    op=$(quant omp "$l" 0.9)
+    ratio=$(awk -v a="$tm" -v b="$om" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }')
+    printf '%10s  %12.2f %12.2f  %12.2f %12.2f  %8s\n' "$l" "$tm" "$tp" "$om" "$op" "$ratio"
+done
