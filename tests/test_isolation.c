@@ -571,6 +571,80 @@ START_TEST(test_full_width_section_is_the_team)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* A task of a share that enters the same pool                               */
+/* ------------------------------------------------------------------------ */
+
+/* On 784228d a task created in a share could be run by a region thread the
+ * root took no slot for, and when that task entered the same pool it waited
+ * in the FIFO for slots its own root held while the share sat in taskwait:
+ * a deadlock, every run. The task runs on the share's thread now, which
+ * holds its slot: its nested root runs there. */
+static TT_TEST_UNUSED void count_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    (void)child;
+    probe_stats *P = arg;
+    tt_live_enter(&P->live);
+    tt_spin_us(20);
+    tt_live_leave(&P->live);
+    atomic_fetch_add(&P->probes, 1);
+}
+
+typedef struct task_root {
+    tt_pool *pool;
+    probe_stats P;
+} task_root;
+
+static void task_root_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    (void)child;
+    task_root *T = arg;
+#ifdef _OPENMP
+    pid_t me = tt_gettid();
+    for (int k = 0; k < 4; k++) {
+#pragma omp task shared(T, me)
+        {
+            if (tt_gettid() != me)
+                bad(&T->P, "a task ran on thread %u, not the share's %u", (unsigned)tt_gettid(),
+                    (unsigned)me);
+            tt_exec ex;
+            int rc = tt_exec_init(&ex, T->pool, tt_pool_width(T->pool));
+            /* Worksharing and barriers may not be nested in an explicit
+             * task (OpenMP): the task's jobs count themselves only. */
+            if (rc == TT_OK)
+                rc = tt_fork(&ex, 2, count_job, &T->P);
+            if (rc != TT_OK)
+                bad(&T->P, "the task's root: %u%u", (unsigned)rc, 0);
+        }
+    }
+#pragma omp taskwait
+#else
+    (void)T;
+#endif
+}
+
+START_TEST(test_task_enters_same_pool)
+{
+    enable_nesting();
+    for (unsigned w = 0; w < sizeof widths / sizeof *widths; w++) {
+        task_root T = {.pool = make_pool(widths[w], false)};
+        probe_init(&T.P);
+        for (int r = 0; r < 10; r++) {
+            tt_exec ex;
+            ck_assert_int_eq(tt_exec_init(&ex, T.pool, 2), TT_OK);
+            ck_assert_int_eq(tt_fork(&ex, 2, task_root_job, &T), TT_OK);
+        }
+        ck_assert_msg(atomic_load(&T.P.bad) == 0, "width %u: %s", widths[w], T.P.what);
+        ck_assert_uint_eq(atomic_load(&T.P.probes), 10 * 2 * 4 * 2);
+        ck_assert_int_le(tt_live_max(&T.P.live), 2);
+        ck_assert_int_eq(tt_pool_destroy(T.pool), TT_OK);
+    }
+    tt_assert_no_failures();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* isolate_shares off: the owner's promise                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -661,6 +735,7 @@ static Suite *isolation_suite(void)
     tcase_add_test(tc, test_full_width_section_is_the_team);
     tcase_add_test(tc, test_icvs_restored);
     tcase_add_test(tc, test_isolate_shares_off);
+    tcase_add_test(tc, test_task_enters_same_pool);
     return s;
 }
 
