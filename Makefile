@@ -296,8 +296,11 @@ bench-programs: autogen
 	$(MAKE) -C $(BUILD) -j$(JOBS)
 	$(MAKE) -C $(BUILD) -j$(JOBS) bench-programs
 
-# scripts/bench.sh runs from build/, where it finds bench/ and omp/.
-# BENCH_ARGS: more arguments for it, e.g. BENCH_ARGS="--widths 2,4".
+# scripts/bench.sh runs from build/, where it finds bench/ and omp/; it
+# writes build/bench/results-DATE.csv / .png / .txt and ends with the line
+# "make bench: TARGETS MET ..." (exit 0) or "... TARGETS MISSED ..." (exit 1).
+# BENCH_ARGS: more arguments for it, e.g. BENCH_ARGS="--widths 2,4",
+# BENCH_ARGS=--quick (one round of everything: checks the pipeline only).
 BENCH_ARGS ?=
 
 bench: bench-programs
@@ -402,8 +405,11 @@ help:
 	@echo "  make check-valgrind  every test program of $(BUILD)/ under valgrind memcheck"
 	@echo "  make check-stress  the stress programs (tests/Makefile.am: TT_STRESS)"
 	@echo "  make flake-study   the suite FLAKE_ROUNDS times beside FLAKE_SPINNERS spinning processes"
-	@echo "  make bench         build the benchmarks and baselines, run scripts/bench.sh --short"
-	@echo "  make bench-full    the same with scripts/bench.sh --full (BENCH_FULL=1)"
+	@echo "  make bench         build the benchmarks and baselines, run scripts/bench.sh --short:"
+	@echo "                     about 3 min on 2 quiet CPUs (it prints its estimate and progress),"
+	@echo "                     results CSV and plot in $(BUILD)/bench/, one verdict line; exit 1"
+	@echo "                     when a target is missed"
+	@echo "  make bench-full    the same with scripts/bench.sh --full (BENCH_FULL=1), about 2.5 x longer"
 	@echo "  make bench-programs  only build benchmarks and OpenMP baselines"
 	@echo "  make install       install (PREFIX=$(PREFIX), DESTDIR=...)"
 	@echo "  make uninstall     remove what make install installed"
