@@ -406,7 +406,7 @@ help:
 	@echo "  make check-stress  the stress programs (tests/Makefile.am: TT_STRESS)"
 	@echo "  make flake-study   the suite FLAKE_ROUNDS times beside FLAKE_SPINNERS spinning processes"
 	@echo "  make bench         build the benchmarks and baselines, run scripts/bench.sh --short:"
-	@echo "                     about 3 min on 2 quiet CPUs (it prints its estimate and progress),"
+	@echo "                     a few minutes on 2 quiet CPUs (it prints its estimate and progress),"
 	@echo "                     results CSV and plot in $(BUILD)/bench/, one verdict line; exit 1"
 	@echo "                     when a target is missed"
 	@echo "  make bench-full    the same with scripts/bench.sh --full (BENCH_FULL=1), about 2.5 x longer"

@@ -13,7 +13,7 @@
 #          code against its all-OpenMP twin (no target: information)
 # Before it starts it says how long it will take (seconds per round from the
 # last run on this machine, kept in OUTDIR/timings.txt, else estimates for a
-# quiet 2-CPU host: about 3 minutes for the short pass) and how busy the
+# quiet 2-CPU host: about 2 minutes for the short pass) and how busy the
 # CPUs are. Each stage's load is measured while it runs: the share of all
 # CPUs that other processes used (/proc/stat minus this script's own
 # processes) and the load average; every row of the results CSV carries its
