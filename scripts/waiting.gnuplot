@@ -31,6 +31,7 @@ set key below horizontal
 # Panel 1: ratios to raw OpenMP.
 set title "Everyday paths: threadteam time / raw OpenMP time (lower is better; 1 = the same)"
 set ylabel "threadteam / raw OpenMP"
+unset xlabel
 set xtics rotate by -35 left font "sans,9"
 set yrange [0:*]
 set offsets 0.6, 0.6, 0, 0
@@ -42,6 +43,7 @@ unset arrow 1
 # Panel 2: sections overhead against libgomp and LLVM libomp.
 set title "Team sections: overhead per section (log scale; lower is better)"
 set ylabel "overhead per section (us)"
+set xlabel "work per section, team width (wN)"
 set logscale y
 set yrange [*:*]
 plot datadir."/sections.dat" using ($1 - 0.15):3:xtic(2) with points ls 1 title "threadteam", \
