@@ -27,6 +27,7 @@ set style line 3 lc rgb "#4393c3" pt 9 ps 1.6
 set style line 4 lc rgb "#444444" pt 2 ps 1.4
 set grid ytics
 set key below horizontal
+set bmargin 8
 
 # Panel 1: ratios to raw OpenMP.
 set title "Everyday paths: threadteam time / raw OpenMP time (lower is better; 1 = the same)"
