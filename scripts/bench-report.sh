@@ -143,7 +143,7 @@ md=$top/docs/design/waiting-results.md
         echo
         echo "## Sections, gaps, acquire, nested: threadteam, libgomp, LLVM libomp"
         echo
-        sh "$here/bench.sh" --table "$waits" | sed '1,4d'
+        sh "$here/bench.sh" --table "$waits" | sed '1,5d'
         echo
         echo '```'
         sh "$here/bench.sh" --targets "$waits"

@@ -141,8 +141,9 @@ END {
     load_rows()
     printf "threadteam wait benchmarks, label %s, host %s, %s CPUs: us per call, median [p10, p90]\n", label, host, cpus
     printf "over all repetitions of all rounds; ratios are threadteam / libgomp and threadteam / libomp.\n"
-    printf "OpenMP has no pool to acquire: its acquire rows are all its held team.\n\n"
-    line("scenario", "param", "metric", "width", "load", "threadteam", "libgomp", "libomp", "tt/gomp", "tt/omp")
+    printf "OpenMP has no pool to acquire: its acquire rows are all its held team. added: the load\n"
+    printf "this script added (--load K:P; - = none); what other processes used is measured per stage.\n\n"
+    line("scenario", "param", "metric", "width", "added", "threadteam", "libgomp", "libomp", "tt/gomp", "tt/omp")
     printf "| -------- | ---------- | ---------------- | ----: | ----- | --------------------------------------- | -------------------------- | -------------------------- | ------: | ------: |\n"
     for (r = 1; r <= nrow; r++) {
         split(ROW[r], k, SUBSEP)
@@ -151,7 +152,7 @@ END {
         t = med("threadteam", sc, pa, me, w, ld)
         g = med("libgomp", sc, op, me, w, ld)
         o = med("libomp", sc, op, me, w, ld)
-        line(sc, pa, me, w, ld, cell("threadteam", sc, pa, me, w, ld), cell("libgomp", sc, op, me, w, ld), cell("libomp", sc, op, me, w, ld), ratio(t, g), ratio(t, o))
+        line(sc, pa, me, w, (ld == "none" ? "-" : ld), cell("threadteam", sc, pa, me, w, ld), cell("libgomp", sc, op, me, w, ld), cell("libomp", sc, op, me, w, ld), ratio(t, g), ratio(t, o))
         if (sc == "sections" && me == "call") {
             t = ovh("threadteam", sc, pa, me, w, ld); g = ovh("libgomp", sc, op, me, w, ld); o = ovh("libomp", sc, op, me, w, ld)
             line("", "", "overhead/section", "", "", fmt(t), fmt(g), fmt(o), ratio(t, g), ratio(t, o))
@@ -176,7 +177,7 @@ function verdict(ok, name, detail) {
 END {
     load_rows()
     all = (cpus < 2) ? 2 : cpus; over = 2 * cpus
-    printf "Targets (label %s, width %s = all CPUs, medians, load none unless said):\n", label, all
+    printf "Targets (label %s, width %s = all CPUs, medians, no added load unless said):\n", label, all
     # sections: overhead per section <= libgomp / 2 and <= libomp
     for (r = 1; r <= nrow; r++) {
         split(ROW[r], k, SUBSEP); sc = k[1]; pa = k[2]; me = k[3]; w = k[4]; ld = k[5]
