@@ -75,6 +75,7 @@ END {
     f = dir "/paths.dat"
     for (i = 1; i <= np; i++) printf "%d \"%s\" %s %s\n", i - 1, PL[i], PR[i], PT[i] > f
     if (np == 0) print "0 \"(no paths measured)\" ? ?" > f
+    printf "%d %d\n", (np > 0), (ns > 0) > (dir "/have")
     # sections: by width, then work
     for (i = 1; i <= ns; i++) ord[i] = i
     for (i = 2; i <= ns; i++) { x = ord[i]; j = i - 1
@@ -97,7 +98,8 @@ plot() { # CSV PNG
     mkdir -p "$tmp/plot"
     title=$(prepare "$1" "$tmp/plot")
     [ -n "${TT_REPORT_KEEP:-}" ] && cp "$tmp"/plot/*.dat "$TT_REPORT_KEEP"/
-    gnuplot -e "datadir='$tmp/plot'; out='$2'; title='$title'" "$here/waiting.gnuplot"
+    set -- "$1" "$2" $(cat "$tmp/plot/have")
+    gnuplot -e "datadir='$tmp/plot'; out='$2'; title='$title'; have_paths=$3; have_sections=$4" "$here/waiting.gnuplot"
     echo "bench-report.sh: wrote $2" >&2
 }
 

@@ -11,6 +11,8 @@
 #          with their targets
 #   cg     scripts/bench-cg.sh: examples/cg, threadteam kernels in an OpenMP
 #          code against its all-OpenMP twin (no target: information)
+# The short pass keeps to a time budget (see BENCH_BUDGET_S below), so that a
+# slow or busy machine gets fewer rounds rather than a much longer run.
 # Before it starts it says how long it will take (seconds per round from the
 # last run on this machine, kept in OUTDIR/timings.txt, else estimates for a
 # quiet 2-CPU host: about 2 minutes for the short pass) and how busy the
@@ -61,7 +63,10 @@
 #                  current directory and of the source tree)
 #   --no-ranges, --no-paths, --no-cg   skip bench_ranges, the paths, the CG stage
 # Environment: BENCH_FULL=1 (as --full), BUILD_DIR, BENCH_BINDIR, BENCH_HOST,
-#   BENCH_OUT_DIR (OUTDIR).
+#   BENCH_OUT_DIR (OUTDIR), BENCH_BUDGET_S (short pass: the wait benchmarks
+#   start no round after this many seconds, once 3 rounds ran; default 150,
+#   0 = no budget; the paths then get 3 to 7 rounds, as many as fit in 120 s
+#   at the last run's pace).
 #   -- ARGS        passed to every wait driver (e.g. -- --work 20 --gaps 1000)
 #
 # Results CSV columns: label,date,host,cpus,stage (ranges, waits, paths, cg),
@@ -344,6 +349,12 @@ BENCH_HOST=$host
 export BENCH_HOST
 cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
 
+# The short pass keeps to a time budget: the wait benchmarks stop starting
+# rounds after BENCH_BUDGET_S (default 150 s; at least 3 rounds), and the
+# paths get as many rounds (3 to 7) as fit in 120 s at the last run's pace.
+# An explicit --rounds / --paths-rounds, --full or BENCH_BUDGET_S=0 lift it.
+wbudget=0
+[ "$pass" = short ] && [ -z "$rounds" ] && wbudget=${BENCH_BUDGET_S:-150}
 case $pass in
 short) rounds=${rounds:-10}; reps=${reps:-15}; rr="--rounds 3 --reps 9"; prounds=7; cgr="--rounds 4 --reps 5" ;;
 full) rounds=${rounds:-20}; reps=${reps:-25}; rr="--rounds 5 --reps 21"; prounds=15; cgr="--rounds 10 --reps 7" ;;
@@ -438,6 +449,7 @@ LOADS=$tmp/loads.txt
 : >"$LOADS"
 run_stage() { # NAME ESTIMATE_S ROUNDS CMD...
     name=$1; e=$2; nr=$3; shift 3
+    rm -f "$tmp/$name.rounds"
     stage_no=$((stage_no + 1))
     say "bench: [$stage_no/$nstages] $name: starting (about $(fmt_time "$e"))"
     a=$(snap)
@@ -457,6 +469,8 @@ run_stage() { # NAME ESTIMATE_S ROUNDS CMD...
     done
     if wait "$pid"; then rc=0; else rc=$?; fi
     t=$(($(date +%s) - t0))
+    # A stage that stopped early says how many rounds it ran.
+    [ -s "$tmp/$name.rounds" ] && nr=$(cat "$tmp/$name.rounds")
     b=$(snap)
     o=$(others_pct "$a" "$b")
     la=$(loadavg1)
@@ -481,7 +495,12 @@ waits_stage() {
         echo
     fi
     r=0
+    wstart=$(date +%s)
     while [ $r -lt "$rounds" ]; do
+        if [ "$wbudget" -gt 0 ] && [ $r -ge 3 ] && [ $(($(date +%s) - wstart)) -ge "$wbudget" ]; then
+            echo "bench.sh: time budget of $wbudget s reached: $r of $rounds rounds run (BENCH_BUDGET_S=0 lifts it)" >&2
+            break
+        fi
         r=$((r + 1))
         i=0
         for s in $scenarios; do
@@ -502,6 +521,7 @@ waits_stage() {
             done
         done
     done
+    echo "$r" >"$tmp/waits.rounds"
     { if [ -s "$tmp/ranges.csv" ]; then grep -v '^label,' "$tmp/ranges.csv" || true; fi; aggregate "$raw" "$label" "$host" "$cpus"; } > "$tmp/summary.csv"
     { echo "$HEADER"; cat "$tmp/summary.csv"; } > "$tmp/s.csv"
     print_table "$tmp/s.csv" "$label"
@@ -526,6 +546,16 @@ add_stage waits
 # (defaults: seconds per round on a quiet 2-CPU VM, bench_ranges included in
 # the waits rounds)
 e_waits=$(est waits "$rounds" "$(awk -v r="$reps" 'BEGIN { printf "%.2f", 7 * r / 15 }')")
+if [ "$wbudget" -gt 0 ] && [ "$e_waits" -gt "$wbudget" ]; then
+    # at least 3 rounds, then rounds until the budget is spent (the last one overruns it)
+    e3=$(est waits 3 "$(awk -v r="$reps" 'BEGIN { printf "%.2f", 7 * r / 15 }')")
+    pr=$(est waits 1 "$(awk -v r="$reps" 'BEGIN { printf "%.2f", 7 * r / 15 }')")
+    e_waits=$wbudget; [ "$e3" -gt "$e_waits" ] && e_waits=$e3
+    e_waits=$((e_waits + pr))
+fi
+if [ "$wbudget" -gt 0 ] && [ -z "$prounds_opt" ]; then
+    prounds=$(awk -v p="$(est paths 1 6)" 'BEGIN { n = (p > 0) ? int(120 / p) : 7; if (n > 7) n = 7; if (n < 3) n = 3; print n }')
+fi
 e_paths=$(est paths "$prounds" 6)
 e_cg=$(est cg "$(echo "$cgr" | awk '{ print $2 }')" 3)
 total=$e_waits
@@ -618,7 +648,7 @@ fi
 if sh "$here/bench-report.sh" --plot "$results" --png "$png" >"$tmp/plot.log" 2>&1; then
     plotmsg="plot $png"
 else
-    plotmsg="no plot ($(tail -n 1 "$tmp/plot.log"))"
+    plotmsg="no plot ($(grep -v '^ *$' "$tmp/plot.log" | tail -n 1))"
     png=
 fi
 cp "$CONSOLE" "$txt"

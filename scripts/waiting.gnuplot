@@ -15,6 +15,8 @@
 if (!exists("datadir")) datadir = "."
 if (!exists("out")) out = "results.png"
 if (!exists("title")) title = "threadteam: make bench"
+if (!exists("have_paths")) have_paths = 1
+if (!exists("have_sections")) have_sections = 1
 
 set datafile missing "?"
 set terminal pngcairo size 1300, 560 font "sans,10"
@@ -37,8 +39,15 @@ set xtics rotate by -35 left font "sans,9"
 set yrange [0:*]
 set offsets 0.6, 0.6, 0, 0
 set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb "#888888"
-plot datadir."/paths.dat" using 1:3:xtic(2) with points ls 1 title "threadteam / raw OpenMP", \
-     ''                   using 1:4 with points ls 4 title "target (at most)"
+if (have_paths) {
+    plot datadir."/paths.dat" using 1:3:xtic(2) with points ls 1 title "threadteam / raw OpenMP", \
+         ''                   using 1:4 with points ls 4 title "target (at most)"
+} else {
+    set yrange [0:2]
+    set label 1 "not measured in this run" at graph 0.5, graph 0.5 center
+    plot NaN notitle
+    unset label 1
+}
 unset arrow 1
 
 # Panel 2: sections overhead against libgomp and LLVM libomp.
@@ -47,7 +56,13 @@ set ylabel "overhead per section (us)"
 set xlabel "work per section, team width (wN)"
 set logscale y
 set yrange [*:*]
-plot datadir."/sections.dat" using ($1 - 0.15):3:xtic(2) with points ls 1 title "threadteam", \
-     ''                      using 1:4 with points ls 2 title "libgomp (gcc)", \
-     ''                      using ($1 + 0.15):5 with points ls 3 title "LLVM libomp (clang)"
+if (have_sections) {
+    plot datadir."/sections.dat" using ($1 - 0.15):3:xtic(2) with points ls 1 title "threadteam", \
+         ''                      using 1:4 with points ls 2 title "libgomp (gcc)", \
+         ''                      using ($1 + 0.15):5 with points ls 3 title "LLVM libomp (clang)"
+} else {
+    set yrange [0.1:10]
+    set label 1 "not measured in this run" at graph 0.5, graph 0.5 center
+    plot NaN notitle
+}
 unset multiplot
