@@ -546,6 +546,8 @@ add_stage waits
 # (defaults: seconds per round on a quiet 2-CPU VM, bench_ranges included in
 # the waits rounds)
 e_waits=$(est waits "$rounds" "$(awk -v r="$reps" 'BEGIN { printf "%.2f", 7 * r / 15 }')")
+ew_round=$(est waits 1 "$(awk -v r="$reps" 'BEGIN { printf "%.2f", 7 * r / 15 }')")
+[ "$ew_round" -gt 0 ] || ew_round=1
 if [ "$wbudget" -gt 0 ] && [ "$e_waits" -gt "$wbudget" ]; then
     # at least 3 rounds, then rounds until the budget is spent (the last one overruns it)
     e3=$(est waits 3 "$(awk -v r="$reps" 'BEGIN { printf "%.2f", 7 * r / 15 }')")
@@ -562,7 +564,7 @@ total=$e_waits
 [ -n "$PATHS" ] && total=$((total + e_paths))
 [ -n "$CG" ] && total=$((total + e_cg))
 src="estimates for two quiet CPUs"
-[ -s "$timings" ] && src="from the last run on this machine"
+grep -q "^$pass-" "$timings" 2>/dev/null && src="from the last run on this machine"
 
 say "bench: threadteam $label on $host, $cpus CPUs, $pass pass: $nstages stages (${stages# }), about $(fmt_time "$total") ($src)."
 say "bench: progress every 20 s; results: $results and ${png##*/}"
@@ -577,13 +579,24 @@ if [ -n "$busy" ] && [ "$busy" -gt 10 ]; then
 fi
 
 start=$(date +%s)
+ws0=$(date +%s)
 run_stage waits "$e_waits" "$rounds" waits_stage "$@"
+waits_t=$(($(date +%s) - ws0))
 [ -n "$keep_raw" ] && [ -f "$raw" ] && cp "$raw" "$keep_raw"
 if [ -n "$PATHS" ]; then
     # The everyday paths of an OpenMP code (bench/bench_paths.c), against
     # raw OpenMP, alternating processes, with their targets.
     BENCH_LABEL=$label
     export BENCH_LABEL
+    if [ "$wbudget" -gt 0 ] && [ -z "$prounds_opt" ] && [ -s "$tmp/waits.rounds" ]; then
+        # This run's pace: the waits stage's seconds per round against the
+        # estimate it started with; a slow or busy machine gets fewer rounds.
+        prounds=$(awk -v a="$waits_t" -v r="$(cat "$tmp/waits.rounds")" -v ew="$ew_round" -v p="$(est paths 1 6)" '
+            BEGIN { f = (ew > 0 && r > 0) ? (a / r) / ew : 1; if (f < 1) f = 1
+                    n = int(120 / (p * f)); if (n > 7) n = 7; if (n < 3) n = 3; print n }')
+        e_paths=$(est paths "$prounds" 6)
+        [ "$prounds" -lt 7 ] && say "bench: paths: $prounds rounds (the time budget, at this run's pace)"
+    fi
     run_stage paths "$e_paths" "$prounds" sh "$here/bench-paths.sh" "$PATHS" "$prounds" "$tmp/paths.csv"
 fi
 if [ -n "$CG" ]; then
