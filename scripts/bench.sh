@@ -66,7 +66,7 @@
 #   BENCH_OUT_DIR (OUTDIR), BENCH_BUDGET_S (short pass: the wait benchmarks
 #   start no round after this many seconds, once 3 rounds ran; default 150,
 #   0 = no budget; the paths then get 3 to 7 rounds, as many as fit in 120 s
-#   at the last run's pace).
+#   at this run's pace, from the waits stage, or the last run's).
 #   -- ARGS        passed to every wait driver (e.g. -- --work 20 --gaps 1000)
 #
 # Results CSV columns: label,date,host,cpus,stage (ranges, waits, paths, cg),
@@ -566,7 +566,7 @@ total=$e_waits
 src="estimates for two quiet CPUs"
 grep -q "^$pass-" "$timings" 2>/dev/null && src="from the last run on this machine"
 
-say "bench: threadteam $label on $host, $cpus CPUs, $pass pass: $nstages stages (${stages# }), about $(fmt_time "$total") ($src)."
+say "bench: threadteam $label on $host, $cpus CPUs, $pass pass: $nstages stage(s) (${stages# }), about $(fmt_time "$total") ($src)."
 say "bench: progress every 20 s; results: $results and ${png##*/}"
 say "bench: threadteam $TT | libgomp $GOMP | libomp $LLVM"
 # How busy the CPUs are right now (other users' processes), over one second.
