@@ -72,6 +72,19 @@ VALGRIND_FLAGS   ?= --leak-check=full --errors-for-leak-kinds=definite \
 
 ENSURE_DEPS := $(SHELL) $(SRC)/scripts/ensure-deps.sh
 
+# Quiet stages: the output of autoreconf, configure, the builds and the test
+# runs goes to log files (autoreconf's to $(LOGS)/, the others' to the build
+# folder: configure.log, build.log, check.log, tests/*.log) and the console
+# gets one line per stage; a failure prints its log's path and tail.
+# `make check V=1` (or any target with V=1) shows everything instead.
+QUIET_STEP := $(SHELL) $(SRC)/scripts/quiet-step.sh
+LOGS       := $(BUILD)/logs
+ifeq ($(V),1)
+TT_CHECK_OUT :=
+else
+TT_CHECK_OUT := >"$$clog" 2>&1
+endif
+
 # Inputs of autoreconf: configure is regenerated when one is newer.
 AUTOGEN_INPUTS := configure.ac Makefile.am $(wildcard */Makefile.am)
 
@@ -79,54 +92,63 @@ AUTOGEN_INPUTS := configure.ac Makefile.am $(wildcard */Makefile.am)
 # Helpers
 # ---------------------------------------------------------------------------
 
-# $(call tt_configure,DIR,ARGS): configure DIR (out of tree) with
+# $(call tt_configure,DIR,ARGS[,summary]): configure DIR (out of tree) with
 # --prefix=$(PREFIX) ARGS, unless it is already configured with exactly
 # these arguments (build files there regenerate themselves afterwards).
+# The output goes to DIR/configure.log; with `summary`, configure's closing
+# summary (what it found, what is skipped) is printed.
 # (tt_sq quotes its argument for use inside '...' in the shell.)
 tt_sq = $(subst ','\'',$(1))
 define tt_configure
 	@d='$(1)'; args='--prefix=$(call tt_sq,$(PREFIX)) $(call tt_sq,$(2))'; \
 	if test ! -f "$$d/config.status" || test ! -f "$$d/Makefile" || \
 	   test "`cat $$d/.tt-configure-args 2>/dev/null`" != "$$args"; then \
-	  echo "==> configuring $$d: $$args"; \
 	  mkdir -p "$$d" && rm -f "$$d/.tt-configure-args" "$$d/.tt-omp-rechecked" && \
-	  (cd "$$d" && eval "\"$(SRC)/configure\" $$args") || exit 1; \
+	  $(QUIET_STEP) "configure $$d:$$args" "$$d/configure.log" \
+	    $(SHELL) -c 'cd "$$1" && eval "\"$$2/configure\" $$3"' configure "$$d" "$(SRC)" "$$args" || exit 1; \
 	  printf '%s\n' "$$args" > "$$d/.tt-configure-args"; \
+	  if test '$(3)' = summary && test "$(V)" != 1; then sed -n '/^------/,$$p' "$$d/configure.log"; fi; \
 	fi
 endef
 
-# Shell snippet: add the results of DIR's test-suite.log to pass/fail/skip.
-# Expects $$d (the build dir) and $$rc (exit status of its make check).
+# Shell snippet: add the results of DIR's test-suite.log to pass/fail/skip
+# and print one line for them. Expects $$d (the build dir), $$rc (exit
+# status of its make check), $$clog (where that make check wrote) and $$t0
+# (its start, date +%s).
 define tt_count_results
-	log="$$d/tests/test-suite.log"; \
+	log="$$d/tests/test-suite.log"; t=$$(( `date +%s` - t0 )); \
 	if test -f "$$log"; then \
 	  p=`sed -n 's/^# PASS: *//p' "$$log"`; xf=`sed -n 's/^# XFAIL: *//p' "$$log"`; \
 	  f=`sed -n 's/^# FAIL: *//p' "$$log"`; xp=`sed -n 's/^# XPASS: *//p' "$$log"`; \
 	  e=`sed -n 's/^# ERROR: *//p' "$$log"`; s=`sed -n 's/^# SKIP: *//p' "$$log"`; \
 	  np=$$(( $${p:-0} + $${xf:-0} )); nf=$$(( $${f:-0} + $${xp:-0} + $${e:-0} )); \
 	  pass=$$(( pass + np )); fail=$$(( fail + nf )); skip=$$(( skip + $${s:-0} )); \
+	  echo "==> tests of $$d: $$np passed, $$nf failed, $${s:-0} skipped ($$t s); log: $$log"; \
 	  if test "$$rc" -ne 0 && test "$$nf" -eq 0; then \
-	    echo "*** $$d: make check failed outside the tests (see above)"; fail=$$(( fail + 1 )); \
+	    echo "*** $$d: make check failed outside the tests; log: $$clog"; \
+	    test -f "$$clog" && tail -n 40 "$$clog"; fail=$$(( fail + 1 )); \
 	  fi; \
 	else \
-	  echo "*** $$d: no tests/test-suite.log: the build failed (see above)"; fail=$$(( fail + 1 )); \
+	  echo "*** $$d: no tests/test-suite.log: building the tests failed ($$t s); log: $$clog"; \
+	  test -f "$$clog" && tail -n 40 "$$clog"; fail=$$(( fail + 1 )); \
 	fi
 endef
 
-# Shell snippet: print the logs of $$d's failed tests (only when the tests
-# ran: the harness then has rewritten every .trs file).
+# Shell snippet: name $$d's failed tests and print the tail of each one's
+# log (only when the tests ran: the harness then has rewritten every .trs
+# file). TT_LOG_TAIL lines (default 40).
 define tt_print_failed_logs
 	test -f "$$d/tests/test-suite.log" && \
 	for t in "$$d"/tests/*.trs; do \
 	  test -f "$$t" || continue; \
 	  if grep -Eq '^:test-result: (FAIL|XPASS|ERROR)' "$$t"; then \
-	    l="$${t%.trs}.log"; \
-	    echo "------------------------------------------------------------------"; \
-	    echo "--- $$l"; \
-	    echo "------------------------------------------------------------------"; \
-	    cat "$$l"; \
+	    l="$${t%.trs}.log"; n=$${TT_LOG_TAIL:-40}; \
+	    echo "*** FAIL: `basename $${t%.trs}` ($$d); log: $$l"; \
+	    echo "---- last $$n lines of $$l ----"; \
+	    tail -n "$$n" "$$l"; \
+	    echo "---- end of $$l ----"; \
 	  fi; \
-	done
+	done; :
 endef
 
 # ---------------------------------------------------------------------------
@@ -151,13 +173,12 @@ deps-consumers:
 autogen: deps
 	@if test ! -f configure || test ! -f Makefile.in || test ! -f config.h.in || \
 	   test -n "`find $(AUTOGEN_INPUTS) -newer configure 2>/dev/null`"; then \
-	  echo "==> autoreconf -fi"; \
-	  autoreconf -fi || exit 1; \
+	  $(QUIET_STEP) "autoreconf -fi" "$(LOGS)/autoreconf.log" autoreconf -fi || exit 1; \
 	  touch configure; \
 	fi
 
 configure-default: autogen
-	$(call tt_configure,$(BUILD),$(CONFIGURE_FLAGS))
+	$(call tt_configure,$(BUILD),$(CONFIGURE_FLAGS),summary)
 
 # The test suite on three builds, the public-API check on the default one,
 # and one summary line: "check: N passed, N failed".
@@ -167,21 +188,25 @@ check: autogen
 	$(call tt_configure,$(BUILD_LED),$(LEDGER_FLAGS) $(CONFIGURE_FLAGS))
 	@pass=0; fail=0; skip=0; \
 	for d in $(BUILD) $(BUILD_SER) $(BUILD_LED); do \
-	  echo "==> make -C $$d check"; \
-	  rm -f "$$d/tests/test-suite.log"; \
-	  if $(MAKE) -C "$$d" -j$(JOBS) check; then rc=0; else rc=$$?; fi; \
+	  rm -f "$$d/tests/test-suite.log"; clog="$$d/check.log"; \
+	  if ! $(QUIET_STEP) "build $$d" "$$d/build.log" $(MAKE) -C "$$d" -j$(JOBS); then \
+	    echo "*** $$d: the build failed: its tests did not run"; fail=$$(( fail + 1 )); continue; \
+	  fi; \
+	  test "$(V)" = 1 || echo "==> tests of $$d: running (make -C $$d check > $$clog)"; \
+	  t0=`date +%s`; \
+	  if $(MAKE) -C "$$d" -j$(JOBS) check $(TT_CHECK_OUT); then rc=0; else rc=$$?; fi; \
 	  $(tt_count_results); \
 	  $(tt_print_failed_logs); \
 	done; \
-	echo "==> public API check ($(BUILD), staged install in $(STAGE))"; \
 	rm -rf "$(STAGE)"; \
-	if $(MAKE) -C $(BUILD) install DESTDIR="$(STAGE)" >"$(BUILD)/stage-install.log" 2>&1; then \
+	if $(QUIET_STEP) "staged install of $(BUILD) in $(STAGE)" "$(BUILD)/stage-install.log" \
+	     $(MAKE) -C $(BUILD) install DESTDIR="$(STAGE)"; then \
 	  incdir=`$(MAKE) -s -C $(BUILD) print-install-dirs | sed -n 's/^includedir=//p'`; \
 	  libdir=`$(MAKE) -s -C $(BUILD) print-install-dirs | sed -n 's/^libdir=//p'`; \
-	  if $(SHELL) scripts/check-public-api.sh "$(STAGE)$$incdir" "$(STAGE)$$libdir/libthreadteam.so"; then \
+	  if $(QUIET_STEP) "public API check (scripts/check-public-api.sh)" "$(BUILD)/public-api.log" \
+	       $(SHELL) scripts/check-public-api.sh "$(STAGE)$$incdir" "$(STAGE)$$libdir/libthreadteam.so"; then \
 	    pass=$$(( pass + 1 )); else fail=$$(( fail + 1 )); fi; \
 	else \
-	  cat "$(BUILD)/stage-install.log"; \
 	  echo "*** staged install of $(BUILD) failed: public API not checked"; fail=$$(( fail + 1 )); \
 	fi; \
 	if test "$$skip" -gt 0; then echo "($$skip tests skipped)"; fi; \
@@ -199,9 +224,10 @@ check-tsan: autogen
 	  run="setarch `uname -m` -R"; \
 	  echo "==> TSan cannot start with this kernel's ASLR (vm.mmap_rnd_bits): running the tests under '$$run'"; \
 	fi; \
-	echo "==> make -C $$d check  (TSAN_OPTIONS=$(TSAN_OPTIONS_VALUE))"; \
+	clog="$$d/check.log"; t0=`date +%s`; \
+	echo "==> build and tests of $$d (TSAN_OPTIONS=$(TSAN_OPTIONS_VALUE)) > $$clog"; \
 	if env TSAN_OPTIONS="$(TSAN_OPTIONS_VALUE)" CK_DEFAULT_TIMEOUT=$(TSAN_TIMEOUT) $(TSAN_TEST_ENV) TT_UNDER_TSAN=1 \
-	   $$run $(MAKE) -C "$$d" -j$(JOBS) check; then rc=0; else rc=$$?; fi; \
+	   $$run $(MAKE) -C "$$d" -j$(JOBS) check $(TT_CHECK_OUT); then rc=0; else rc=$$?; fi; \
 	$(tt_count_results); \
 	$(tt_print_failed_logs); \
 	echo "check-tsan: $$pass passed, $$fail failed"; \
@@ -212,9 +238,10 @@ check-asan: autogen
 	$(call tt_configure,$(BUILD_ASAN),$(ASAN_FLAGS) $(CONFIGURE_FLAGS))
 	@pass=0; fail=0; skip=0; d=$(BUILD_ASAN); \
 	rm -f "$$d/tests/test-suite.log"; \
-	echo "==> make -C $$d check  (ASAN_OPTIONS=$(ASAN_OPTIONS_VALUE))"; \
+	clog="$$d/check.log"; t0=`date +%s`; \
+	echo "==> build and tests of $$d (ASAN_OPTIONS=$(ASAN_OPTIONS_VALUE)) > $$clog"; \
 	if env ASAN_OPTIONS="$(ASAN_OPTIONS_VALUE)" $(TSAN_TEST_ENV) TT_UNDER_ASAN=1 \
-	   $(MAKE) -C "$$d" -j$(JOBS) check; then rc=0; else rc=$$?; fi; \
+	   $(MAKE) -C "$$d" -j$(JOBS) check $(TT_CHECK_OUT); then rc=0; else rc=$$?; fi; \
 	$(tt_count_results); \
 	$(tt_print_failed_logs); \
 	echo "check-asan: $$pass passed, $$fail failed"; \
@@ -225,8 +252,9 @@ check-asan: autogen
 # timeouts need fork, so each program is capped by timeout(1) instead.
 check-valgrind: configure-default
 	@$(ENSURE_DEPS) valgrind
-	$(MAKE) -C $(BUILD) -j$(JOBS)
-	$(MAKE) -C $(BUILD)/tests -j$(JOBS) check-programs
+	@$(QUIET_STEP) "build $(BUILD)" "$(BUILD)/build.log" $(MAKE) -C $(BUILD) -j$(JOBS)
+	@$(QUIET_STEP) "build the test programs of $(BUILD)" "$(BUILD)/build-tests.log" \
+	  $(MAKE) -C $(BUILD)/tests -j$(JOBS) check-programs
 	@pass=0; fail=0; failed=; \
 	for t in `$(MAKE) -s -C $(BUILD)/tests print-tests`; do \
 	  log="$(BUILD)/tests/$$t.valgrind.log"; \
@@ -244,10 +272,10 @@ check-valgrind: configure-default
 	  fi; \
 	done; \
 	for t in $$failed; do \
-	  echo "------------------------------------------------------------------"; \
-	  echo "--- $(BUILD)/tests/$$t.valgrind.log"; \
-	  echo "------------------------------------------------------------------"; \
-	  cat "$(BUILD)/tests/$$t.valgrind.log"; \
+	  n=$${TT_LOG_TAIL:-40}; \
+	  echo "---- last $$n lines of $(BUILD)/tests/$$t.valgrind.log ----"; \
+	  tail -n "$$n" "$(BUILD)/tests/$$t.valgrind.log"; \
+	  echo "---- end of $(BUILD)/tests/$$t.valgrind.log ----"; \
 	done; \
 	echo "check-valgrind: $$pass passed, $$fail failed"; \
 	test "$$fail" -eq 0
@@ -268,8 +296,11 @@ bench-programs: autogen
 	$(MAKE) -C $(BUILD) -j$(JOBS)
 	$(MAKE) -C $(BUILD) -j$(JOBS) bench-programs
 
-# scripts/bench.sh runs from build/, where it finds bench/ and omp/.
-# BENCH_ARGS: more arguments for it, e.g. BENCH_ARGS="--widths 2,4".
+# scripts/bench.sh runs from build/, where it finds bench/ and omp/; it
+# writes build/bench/results-DATE.csv / .png / .txt and ends with the line
+# "make bench: TARGETS MET ..." (exit 0) or "... TARGETS MISSED ..." (exit 1).
+# BENCH_ARGS: more arguments for it, e.g. BENCH_ARGS="--widths 2,4",
+# BENCH_ARGS=--quick (one round of everything: checks the pipeline only).
 BENCH_ARGS ?=
 
 bench: bench-programs
@@ -374,8 +405,11 @@ help:
 	@echo "  make check-valgrind  every test program of $(BUILD)/ under valgrind memcheck"
 	@echo "  make check-stress  the stress programs (tests/Makefile.am: TT_STRESS)"
 	@echo "  make flake-study   the suite FLAKE_ROUNDS times beside FLAKE_SPINNERS spinning processes"
-	@echo "  make bench         build the benchmarks and baselines, run scripts/bench.sh --short"
-	@echo "  make bench-full    the same with scripts/bench.sh --full (BENCH_FULL=1)"
+	@echo "  make bench         build the benchmarks and baselines, run scripts/bench.sh --short:"
+	@echo "                     a few minutes on 2 quiet CPUs (it prints its estimate and progress),"
+	@echo "                     results CSV and plot in $(BUILD)/bench/, one verdict line; exit 1"
+	@echo "                     when a target is missed"
+	@echo "  make bench-full    the same with scripts/bench.sh --full (BENCH_FULL=1), about 2.5 x longer"
 	@echo "  make bench-programs  only build benchmarks and OpenMP baselines"
 	@echo "  make install       install (PREFIX=$(PREFIX), DESTDIR=...)"
 	@echo "  make uninstall     remove what make install installed"
@@ -387,6 +421,8 @@ help:
 	@echo "  make distclean     also remove configure, Makefile.in and other generated files"
 	@echo ""
 	@echo "Variables: PREFIX DESTDIR CONFIGURE_FLAGS JOBS BENCH_ARGS BENCH_FULL STRESS_ENV"
+	@echo "           V=1 (configure, build and test output on the console, not in logs)"
+	@echo "           TT_LOG_TAIL (lines of a failing stage's log shown, default 40)"
 	@echo "           TSAN_TIMEOUT TSAN_EXTRA TSAN_TEST_ENV"
 	@echo "           VALGRIND_TIMEOUT VALGRIND_PROG_TIMEOUT VALGRIND_TEST_ENV VALGRIND_FLAGS"
 	@echo "Tests: $(BUILD)/tests/*.log; details: docs and README.md."

@@ -7,6 +7,11 @@
 # without any OpenMP flag -- and runs it: once linked with the shared library
 # (LD_LIBRARY_PATH to the staged lib), once with the static one
 # (pkg-config --static, which must bring the OpenMP runtime via Libs.private).
+# Then the first program of README.md, built with the README's own link line
+# (pkg-config and -Wl,-rpath), and a small CMake project that uses
+# find_package(threadteam) and its imported targets (threadteam::threadteam,
+# shared and static, and threadteam::threadteam_fortran when the Fortran
+# module is installed). CMake is optional: without it that part says so.
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +23,9 @@ esac
 CC=${CC:-cc}
 MAKE=${MAKE:-make}
 
+# cmake for the find_package check (installed as root with apt-get; optional).
+sh "$root/scripts/ensure-deps.sh" cmake || true
+
 echo "==> check-install: make install DESTDIR=$destdir"
 rm -rf "$destdir"
 if test -n "${PREFIX:-}"; then
@@ -28,11 +36,13 @@ fi
 
 dirs=$("$MAKE" -s --no-print-directory -C "$root/build" print-install-dirs)
 libdir=$(printf '%s\n' "$dirs" | sed -n 's/^libdir=//p')
+prefix=$(printf '%s\n' "$dirs" | sed -n 's/^prefix=//p')
 includedir=$(printf '%s\n' "$dirs" | sed -n 's/^includedir=//p')
 stagelib=$destdir$libdir
 
 for f in "$destdir$includedir/threadteam.h" "$stagelib/libthreadteam.so" \
-         "$stagelib/pkgconfig/threadteam.pc"; do
+         "$stagelib/pkgconfig/threadteam.pc" "$stagelib/cmake/threadteam/threadteam-config.cmake" \
+         "$stagelib/cmake/threadteam/threadteam-config-version.cmake"; do
     if test ! -f "$f"; then
         echo "check-install: FAIL: $f was not installed" >&2
         exit 1
@@ -156,6 +166,94 @@ elif command -v gfortran >/dev/null 2>&1; then
     exit 1
 else
     echo "check-install: no Fortran compiler: Fortran module not checked"
+fi
+
+# The README's first program, with the README's link line: it must print its
+# check line.
+if test -f "$root/README.md"; then
+    echo "==> check-install: the first program of README.md (pkg-config, -Wl,-rpath)"
+    awk '/^```c$/ { f = 1; next } /^```$/ { if (f) exit } f' "$root/README.md" >"$tmp/first.c"
+    # shellcheck disable=SC2086
+    "$CC" -O2 -std=c11 -Wall -Wextra -Werror "$tmp/first.c" -o "$tmp/first" $cflags $libs -Wl,-rpath,"$stagelib"
+    out=$("$tmp/first")
+    printf '%s\n' "$out" | sed 's/^/check-install: README: /'
+    case $out in
+    *"ok: "*) ;;
+    *)
+        echo "check-install: FAIL: the README's program did not print its ok line" >&2
+        exit 1
+        ;;
+    esac
+fi
+
+# A CMake project: find_package(threadteam) through CMAKE_PREFIX_PATH.
+if command -v cmake >/dev/null 2>&1; then
+    echo "==> check-install: CMake ($(cmake --version | head -n 1)), find_package(threadteam)"
+    proj=$tmp/cmake-proj
+    mkdir -p "$proj"
+    cp "$tmp/outside.c" "$proj/outside.c"
+    fortran=OFF
+    if test -f "$stagelib/pkgconfig/threadteam-fortran.pc" && command -v "$FC" >/dev/null 2>&1; then
+        fortran=ON
+        cp "$root/fortran/example.f90" "$proj/example.f90"
+    fi
+    cat >"$proj/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.9)
+project(tt_consumer C)
+option(WITH_FORTRAN "build the Fortran example" OFF)
+if(WITH_FORTRAN)
+  find_package(threadteam 0.1 REQUIRED COMPONENTS fortran)
+else()
+  find_package(threadteam 0.1 REQUIRED)
+endif()
+message(STATUS "threadteam ${threadteam_VERSION}: ${threadteam_LIBRARY_DIR}")
+add_executable(outside outside.c)
+set_property(TARGET outside PROPERTY C_STANDARD 11)
+target_link_libraries(outside PRIVATE threadteam::threadteam)
+if(WITH_FORTRAN)
+  enable_language(Fortran)
+  find_package(OpenMP REQUIRED COMPONENTS Fortran)
+  add_executable(example_f example.f90)
+  target_link_libraries(example_f PRIVATE threadteam::threadteam_fortran OpenMP::OpenMP_Fortran)
+endif()
+EOF
+    for kind in shared static; do
+        b=$proj/build-$kind
+        static=OFF
+        test "$kind" = static && static=ON
+        if test "$kind" = static && test ! -f "$stagelib/libthreadteam.a"; then
+            echo "check-install: no libthreadteam.a: CMake static link not checked"
+            continue
+        fi
+        if ! cmake -S "$proj" -B "$b" -DCMAKE_PREFIX_PATH="$destdir$prefix" \
+            -Dthreadteam_USE_STATIC=$static -DWITH_FORTRAN=$fortran >"$b.log" 2>&1 ||
+           ! cmake --build "$b" >>"$b.log" 2>&1; then
+            cat "$b.log" >&2
+            echo "check-install: FAIL: the CMake project ($kind) did not build" >&2
+            exit 1
+        fi
+        # No LD_LIBRARY_PATH: CMake's build-tree rpath must find the staged library.
+        "$b/outside" | sed "s/^/check-install: cmake $kind: /"
+        if test "$kind" = shared && command -v ldd >/dev/null 2>&1; then
+            got=$(ldd "$b/outside" | sed -n 's/.*libthreadteam[^ ]* => \([^ ]*\).*/\1/p')
+            case $got in
+            "$stagelib"/*) ;;
+            *)
+                echo "check-install: FAIL: the CMake program loaded libthreadteam from '$got', not $stagelib" >&2
+                exit 1
+                ;;
+            esac
+        fi
+        if test "$fortran" = ON; then
+            "$b/example_f" >/dev/null || {
+                echo "check-install: FAIL: the CMake-built Fortran example failed ($kind)" >&2
+                exit 1
+            }
+            echo "check-install: cmake $kind: Fortran example (threadteam::threadteam_fortran): ok"
+        fi
+    done
+else
+    echo "check-install: cmake not found: find_package(threadteam) not checked (apt-get install cmake)"
 fi
 
 echo "check-install: PASS"

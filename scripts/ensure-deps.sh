@@ -4,8 +4,11 @@
 # Groups:
 #   build     autoconf automake libtool pkg-config check (+ gcc make if absent)
 #   valgrind  valgrind
-#   bench     clang libomp-dev (optional: when missing it only warns, and the
-#             LLVM libomp baselines of omp/ are skipped)
+#   bench     clang libomp-dev gnuplot-nox (optional: when missing it only
+#             warns; the LLVM libomp baselines of omp/ are skipped, and
+#             make bench writes its CSV but no plot without gnuplot)
+#   cmake     cmake (optional: scripts/check-install.sh checks the installed
+#             CMake package config with it, and says so when it is missing)
 #   consumers gfortran libopenblas-openmp-dev openmpi-bin libopenmpi-dev
 #             likwid (optional, like bench: the Fortran module, tests/test_blas,
 #             examples/mpi and the LIKWID markers are skipped without them;
@@ -53,7 +56,8 @@ check_group() {
         have valgrind || miss="$miss valgrind"
         ;;
     bench)
-        list="clang libomp-dev"
+        list="clang libomp-dev gnuplot-nox"
+        have gnuplot || miss="$miss gnuplot"
         clang_bin=""
         for c in clang clang-19 clang-18 clang-17 clang-16 clang-15 clang-14; do
             if have "$c"; then clang_bin=$c; break; fi
@@ -71,6 +75,10 @@ check_group() {
             rm -rf "$tmp"
         fi
         ;;
+    cmake)
+        list="cmake"
+        have cmake || miss="$miss cmake"
+        ;;
     consumers)
         list="gfortran libopenblas-openmp-dev openmpi-bin libopenmpi-dev likwid"
         have gfortran || miss="$miss gfortran"
@@ -83,13 +91,13 @@ check_group() {
         have likwid-perfctr || miss="$miss likwid"
         ;;
     *)
-        echo "ensure-deps.sh: unknown group '$group' (build, valgrind, bench, consumers)" >&2
+        echo "ensure-deps.sh: unknown group '$group' (build, valgrind, bench, cmake, consumers)" >&2
         exit 2
         ;;
     esac
     if test -n "$miss"; then
         add_missing "$miss"
-        if test "$group" = bench || test "$group" = consumers; then
+        if test "$group" = bench || test "$group" = consumers || test "$group" = cmake; then
             pkgs_optional="$pkgs_optional $list"
         else
             pkgs_fatal="$pkgs_fatal $list"
@@ -141,7 +149,8 @@ if test -n "$pkgs_fatal"; then
     echo "" >&2
     exit 1
 fi
-echo "ensure-deps: warning: optional tools are missing (the LLVM libomp baselines," >&2
-echo "or the Fortran / OpenBLAS / MPI / LIKWID consumers, will be skipped). To get them, run:" >&2
+echo "ensure-deps: warning: optional tools are missing (the LLVM libomp baselines, the bench" >&2
+echo "plot, the CMake check, or the Fortran / OpenBLAS / MPI / LIKWID consumers, will be skipped)." >&2
+echo "To get them, run:" >&2
 echo "    $how" >&2
 exit 0

@@ -1,40 +1,68 @@
-# waiting.gnuplot -- per-section overhead against team width, threadteam,
-# libgomp and LLVM libomp; one panel per load. Drawn by scripts/bench-report.sh,
-# which extracts the data from docs/design/waiting-data/<host>.csv:
+# waiting.gnuplot -- the plot of one `make bench` run (scripts/bench-report.sh
+# --plot prepares the data and calls this):
 #
-#   gnuplot -e "datadir='DIR'; out='docs/design/waiting.png'; loads='none 2:10'; \
-#               work='20us'; title='...'; cpus=2" scripts/waiting.gnuplot
+#   gnuplot -e "datadir='DIR'; out='results.png'; title='...'" scripts/waiting.gnuplot
 #
-# DIR/<system>-<load>.dat holds "width overhead_us_per_section p10_call p90_call"
-# rows of the `sections` scenario at the given work per section.
+# DIR/paths.dat:    "index label ratio target" -- each everyday path's
+#                   threadteam / raw OpenMP (and the CG application's), with
+#                   its target ("?" when it has none)
+# DIR/sections.dat: "index label threadteam libgomp libomp" -- overhead per
+#                   section in us of the `sections` scenario, per work and
+#                   width ("?" where a system was not measured)
+# Points only: no line joins two measurements, so nothing is drawn where
+# nothing was measured. Lower is better in both panels.
 
 if (!exists("datadir")) datadir = "."
-if (!exists("out")) out = "waiting.png"
-if (!exists("loads")) loads = "none"
-if (!exists("work")) work = "20us"
-if (!exists("title")) title = "threadteam wait benchmarks"
-if (!exists("cpus")) cpus = 0
+if (!exists("out")) out = "results.png"
+if (!exists("title")) title = "threadteam: make bench"
+if (!exists("have_paths")) have_paths = 1
+if (!exists("have_sections")) have_sections = 1
 
-n = words(loads)
-set terminal pngcairo size (n > 1 ? 1200 : 700), 480 font "sans,10"
+set datafile missing "?"
+set terminal pngcairo size 1300, 560 font "sans,10"
 set output out
-set multiplot layout 1, n title title
+set multiplot layout 1, 2 title title font "sans,11"
+
+set style line 1 lc rgb "#1b7837" pt 7 ps 1.6
+set style line 2 lc rgb "#d6604d" pt 5 ps 1.4
+set style line 3 lc rgb "#4393c3" pt 9 ps 1.6
+set style line 4 lc rgb "#444444" pt 2 ps 1.4
+set grid ytics
+set key below horizontal
+set bmargin 8
+
+# Panel 1: ratios to raw OpenMP.
+set title "Everyday paths: threadteam time / raw OpenMP time (lower is better; 1 = the same)"
+set ylabel "threadteam / raw OpenMP"
+unset xlabel
+set xtics rotate by -35 left font "sans,9"
+set yrange [0:*]
+set offsets 0.6, 0.6, 0, 0
+set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb "#888888"
+if (have_paths) {
+    plot datadir."/paths.dat" using 1:3:xtic(2) with points ls 1 title "threadteam / raw OpenMP", \
+         ''                   using 1:4 with points ls 4 title "target (at most)"
+} else {
+    set yrange [0:2]
+    set label 1 "not measured in this run" at graph 0.5, graph 0.5 center
+    plot NaN notitle
+    unset label 1
+}
+unset arrow 1
+
+# Panel 2: sections overhead against libgomp and LLVM libomp.
+set title "Team sections: overhead per section (log scale; lower is better)"
+set ylabel "overhead per section (us)"
+set xlabel "work per section, team width (wN)"
 set logscale y
-set grid ytics mytics xtics
-set key top left
-set xlabel "team width (threads)"
-set ylabel sprintf("overhead per section (us), %s of work", work)
-set xtics 1
-set style line 1 lc rgb "#1b7837" lw 2 pt 7 ps 1.3
-set style line 2 lc rgb "#d6604d" lw 2 pt 5 ps 1.3
-set style line 3 lc rgb "#4393c3" lw 2 pt 9 ps 1.5
-do for [i = 1:n] {
-    ld = word(loads, i)
-    set title (ld eq "none" ? "quiet" : sprintf("under load %s (K processes : busy %%)", ld))
-    if (cpus > 0) { set arrow 1 from first cpus, graph 0 to first cpus, graph 1 nohead dt 2 lc rgb "#888888" }
-    plot datadir."/threadteam-".ld.".dat" using 1:2 with linespoints ls 1 title "threadteam", \
-         datadir."/libgomp-".ld.".dat" using 1:2 with linespoints ls 2 title "libgomp (gcc)", \
-         datadir."/libomp-".ld.".dat" using 1:2 with linespoints ls 3 title "LLVM libomp (clang)"
-    unset arrow 1
+set yrange [*:*]
+if (have_sections) {
+    plot datadir."/sections.dat" using ($1 - 0.15):3:xtic(2) with points ls 1 title "threadteam", \
+         ''                      using 1:4 with points ls 2 title "libgomp (gcc)", \
+         ''                      using ($1 + 0.15):5 with points ls 3 title "LLVM libomp (clang)"
+} else {
+    set yrange [0.1:10]
+    set label 1 "not measured in this run" at graph 0.5, graph 0.5 center
+    plot NaN notitle
 }
 unset multiplot
