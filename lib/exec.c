@@ -429,6 +429,10 @@ static int run_entry(tt__exec *x, entry *e, run_spec sp)
         tt__crew *crew;
         if (tt__pool_uses_private_crew(x->pool))
             rc = tt__pool_private_crew(x->pool, &crew);
+        else
+            rc = tt__region_room(x->pool->width); /* issue 19: room for the region's threads */
+        if (rc == TT_OK && sp.one)
+            rc = tt__threads_room(sp.need - 1); /* issue 19: the callee's nested team */
         if (rc == TT_OK && tt__pool_external_callee(x->pool)) {
             /* A thread of a tt_external callee's own region, calling back
              * into the pool whose slots that very tt_external holds while it
@@ -740,7 +744,12 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
         tt__inline_hold hold = {0};
         if (token_members(x, &pl) == TT_OK)
             inline_hold_take(&hold, x, &pl);
-        rc = tt__exec_consume(x);
+        /* issue 19: room for the callee's team before anything is consumed */
+        rc = width <= 1                               ? TT_OK
+             : tt__backend_get()->in_parallel() ? tt__threads_room(width - 1)
+                                                : tt__region_room(width);
+        if (rc == TT_OK)
+            rc = tt__exec_consume(x);
         if (rc) {
             tt__inline_hold_drop(&hold);
             tt__exec_unclaim(x);
@@ -766,6 +775,12 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
     bool top = rc == TT_OK && pl.self < 0 && width == x->pool->width &&
                !tt__pool_uses_private_crew(x->pool) && !tt__pool_external_callee(x->pool);
     bool member_root = rc == TT_OK && pl.self >= 0 && !pl.gang;
+    /* issue 19: room for the callee's team before anything is consumed: its
+     * own top-level team on this thread, or a nested one on a member. */
+    if (rc == TT_OK && top)
+        rc = tt__region_room(width);
+    else if (rc == TT_OK && member_root)
+        rc = tt__threads_room(width - 1);
     if (rc == TT_OK && (top || member_root))
         rc = tt__exec_consume(x);
     if (rc) {

@@ -19,6 +19,9 @@
 #include <string.h>
 #include <stddef.h>
 #include <sys/resource.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 _Atomic uint64_t tt__fork_generation;
 
@@ -66,15 +69,35 @@ unsigned tt__cpu_count_cached(void)
  * the member list of a gang lives on the entry's stack. */
 #define TT__MAX_WIDTH 4096u
 
+/* Read a small /proc or /sys file into buf (NUL-terminated) without
+ * allocating: fopen would allocate, and an allocation that fails there must
+ * not read as a limit. Returns the bytes read, or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t have = 0;
+    while (have + 1 < len) {
+        ssize_t n = read(fd, buf + have, len - 1 - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+    }
+    close(fd);
+    buf[have] = 0;
+    return (ssize_t)have;
+}
+
 static unsigned long read_threads_max(void)
 {
-    FILE *f = fopen("/proc/sys/kernel/threads-max", "r");
+    char buf[64];
     unsigned long v = 0;
-    if (f) {
-        if (fscanf(f, "%lu", &v) != 1)
-            v = 0;
-        fclose(f);
-    }
+    if (read_small("/proc/sys/kernel/threads-max", buf, sizeof buf) <= 0 ||
+        sscanf(buf, "%lu", &v) != 1)
+        v = 0;
     return v;
 }
 
@@ -107,16 +130,171 @@ static tt_pool *shell_head;
 /* Threads of the process now, from /proc (0 when unknown). */
 static unsigned process_threads(void)
 {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
+    char buf[4096];
+    if (read_small("/proc/self/status", buf, sizeof buf) <= 0)
         return 0;
-    char line[128];
+    const char *t = strstr(buf, "\nThreads:");
     unsigned n = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "Threads: %u", &n) == 1)
-            break;
-    fclose(f);
+    if (!t || sscanf(t + 9, "%u", &n) != 1)
+        return 0;
     return n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Room for more threads                                                     */
+/* ------------------------------------------------------------------------ */
+/*
+ * libgomp ends the process when the kernel refuses one of its threads
+ * (gomp_guard.c). Before the library makes libgomp start threads, it checks
+ * here that they can be had, against every limit the kernel applies to
+ * clone():
+ *
+ *  - kernel.threads-max against the threads of the whole system (the
+ *    fourth field of /proc/loadavg counts them);
+ *  - RLIMIT_NPROC against the tasks of the calling process's real user,
+ *    every process of that user counted (the kernel counts them per user,
+ *    not per process). Only for a user other than root, whom the kernel
+ *    exempts. The count walks /proc: in a PID namespace it misses the
+ *    user's tasks outside it and may then say yes when the kernel says no
+ *    (the retry in gomp_guard.c is then all that is left);
+ *  - the pids cgroup (v2) of the process and its ancestors: pids.max
+ *    against pids.current.
+ *
+ * Nothing here allocates (plain open/read/getdents64 on stack buffers), so
+ * no allocation failure can read as a limit. The count is a snapshot:
+ * another process may take the room between the check and the start.
+ */
+static bool room_threads_max(unsigned need)
+{
+    unsigned long tmax = read_threads_max();
+    char buf[128];
+    unsigned long run, total;
+    if (tmax == 0 || read_small("/proc/loadavg", buf, sizeof buf) <= 0 ||
+        sscanf(buf, "%*s %*s %*s %lu/%lu", &run, &total) != 2)
+        return true;
+    return total + need <= tmax;
+}
+
+struct tt__dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+/* Tasks of real user `uid`, from /proc/<pid>/status; 0 when unknown. */
+static unsigned long user_tasks(uid_t uid)
+{
+    int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return 0;
+    unsigned long sum = 0;
+    char dents[4096];
+    for (;;) {
+        long n = syscall(SYS_getdents64, dfd, dents, sizeof dents);
+        if (n <= 0)
+            break;
+        for (long off = 0; off < n;) {
+            struct tt__dirent64 *d = (struct tt__dirent64 *)(dents + off);
+            off += d->d_reclen;
+            if (d->d_name[0] < '1' || d->d_name[0] > '9')
+                continue;
+            char path[64], buf[2048];
+            snprintf(path, sizeof path, "/proc/%.20s/status", d->d_name);
+            if (read_small(path, buf, sizeof buf) <= 0)
+                continue;
+            const char *u = strstr(buf, "\nUid:");
+            const char *t = strstr(buf, "\nThreads:");
+            unsigned long ruid, th;
+            if (u && t && sscanf(u + 5, "%lu", &ruid) == 1 && sscanf(t + 9, "%lu", &th) == 1 &&
+                ruid == (unsigned long)uid)
+                sum += th;
+        }
+    }
+    close(dfd);
+    return sum;
+}
+
+static bool room_nproc(unsigned need)
+{
+    struct rlimit rl;
+    uid_t uid = getuid();
+    if (uid == 0 || getrlimit(RLIMIT_NPROC, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return true;
+    unsigned long have = user_tasks(uid);
+    if (have == 0)
+        have = process_threads();
+    return have + need <= rl.rlim_cur;
+}
+
+static bool room_cgroup(unsigned need)
+{
+    char buf[512];
+    if (read_small("/proc/self/cgroup", buf, sizeof buf) <= 0 || strncmp(buf, "0::/", 4) != 0)
+        return true; /* cgroup v1, or none: not read */
+    char *path = buf + 3;
+    char *nl = strchr(path, '\n');
+    if (nl)
+        *nl = 0;
+    for (;;) {
+        char f[700], v[64];
+        unsigned long max, cur;
+        snprintf(f, sizeof f, "/sys/fs/cgroup%s/pids.max", strcmp(path, "/") ? path : "");
+        if (read_small(f, v, sizeof v) > 0 && sscanf(v, "%lu", &max) == 1) {
+            snprintf(f, sizeof f, "/sys/fs/cgroup%s/pids.current", strcmp(path, "/") ? path : "");
+            if (read_small(f, v, sizeof v) > 0 && sscanf(v, "%lu", &cur) == 1 && cur + need > max)
+                return false;
+        }
+        char *slash = strrchr(path, '/');
+        if (!slash || slash == path)
+            return true;
+        *slash = 0;
+    }
+}
+
+static _Atomic long room_refusals_at; /* test hook: refuse the Nth check */
+
+void tt__test_room_refuse(long nth)
+{
+    atomic_store_explicit(&room_refusals_at, nth, memory_order_relaxed);
+}
+
+int tt__threads_room(unsigned need)
+{
+    if (need == 0)
+        return TT_OK;
+    long v = atomic_load_explicit(&room_refusals_at, memory_order_relaxed);
+    if (v > 0 && atomic_fetch_sub_explicit(&room_refusals_at, 1, memory_order_relaxed) == 1)
+        return TT_EAGAIN;
+    if (!room_threads_max(need) || !room_cgroup(need) || !room_nproc(need))
+        return TT_EAGAIN;
+    return TT_OK;
+}
+
+/* A root region at `width` on the calling thread: the first time a thread
+ * opens one at this width or wider, libgomp starts up to width - 1 threads
+ * for its team (it cannot say how many it holds, so all are counted); after
+ * that it keeps them and the root path makes no check.
+ *
+ * The one thread-local variable of the library, and why: what it caches is
+ * a property of libgomp's own per-thread state (the calling thread's team,
+ * which lives and dies with the thread). A process-wide table keyed by
+ * thread id would go stale when the id is reused by a new thread that has
+ * no team, and would cost a lookup on every root; this costs one load. A
+ * team that the application's own narrower regions shrank afterwards grows
+ * again unchecked (the retry in gomp_guard.c still covers a transient
+ * refusal). */
+static __thread unsigned room_width;
+
+int tt__region_room(unsigned width)
+{
+    if (width <= room_width)
+        return TT_OK;
+    int rc = tt__threads_room(width - 1);
+    if (rc == TT_OK)
+        room_width = width;
+    return rc;
 }
 
 /* Set in a fork() child whose parent had other threads when it forked:
@@ -376,7 +554,7 @@ static void doom_finish(tt_pool *p)
     pthread_attr_t pa;
     pthread_attr_init(&pa);
     pthread_attr_setdetachstate(&pa, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &pa, reaper_main, p) != 0) {
+    if (tt__thread_create(&t, &pa, reaper_main, p) != 0) {
         /* No thread to spare: leave the crew running; the pool object stays
          * retired. This leaks the crew but never corrupts anything. */
         atomic_store_explicit(&p->crew, NULL, memory_order_relaxed);

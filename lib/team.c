@@ -615,6 +615,8 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         bool private = tt__pool_uses_private_crew(pool);
         if (private)
             rc = tt__pool_private_crew(pool, &crew);
+        else
+            rc = tt__region_room(pool->width); /* issue 19: room for the region's threads */
         /* A thread of a tt_external callee's region never waits for the
          * slots that tt_external may hold: free now, or refused. A thread
          * inside an inline run of the pool lends that run's slot to the
