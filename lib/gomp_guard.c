@@ -39,6 +39,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +237,15 @@ static int patch_gomp(struct dl_phdr_info *info, size_t size, void *data)
 
 static void guard_install(void)
 {
+    /* glibc loads libgcc_s (its unwinder) the first time a thread calls
+     * pthread_exit, and aborts the process ("libgcc_s.so.1 must be
+     * installed for pthread_exit to work") when that load fails, as it does
+     * when an allocation fails there. libgomp's workers end with
+     * pthread_exit when a team is torn down (a dedicated pool's destroy).
+     * backtrace() makes glibc load the same unwinder now, once, where a
+     * failure costs nothing (it then loads it later, as before). */
+    void *frame[1];
+    (void)backtrace(frame, 1);
     if (getenv("TT_NO_GOMP_GUARD"))
         return;
     real_create = (create_fn)dlsym(RTLD_DEFAULT, "pthread_create");

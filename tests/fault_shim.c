@@ -43,6 +43,8 @@ void fault_shim_window(int open) { atomic_store(&window, open); }
 long fault_shim_hits(void) { return atomic_load(&hits); }
 long fault_shim_calls(int allocs) { return allocs ? atomic_load(&alloc_calls) : atomic_load(&thread_calls); }
 
+/* A failed call sets errno as the real one does (glibc's own callers
+ * assert on it: allocate_stack wants ENOMEM). */
 static int fail(_Atomic long *calls, long at)
 {
     if (at <= 0 || !atomic_load_explicit(&window, memory_order_relaxed))
@@ -50,6 +52,8 @@ static int fail(_Atomic long *calls, long at)
     long n = atomic_fetch_add(calls, 1) + 1;
     if (n >= at && n < at + run) {
         atomic_fetch_add(&hits, 1);
+        if (calls == &alloc_calls)
+            errno = ENOMEM;
         return 1;
     }
     return 0;
