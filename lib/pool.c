@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <time.h>
 
 _Atomic uint64_t tt__fork_generation;
 
@@ -164,15 +165,39 @@ static unsigned process_threads(void)
  * no allocation failure can read as a limit. The count is a snapshot:
  * another process may take the room between the check and the start.
  */
-static bool room_threads_max(unsigned need)
+/* What does not change while the process runs, read once: threads-max
+ * and the pids cgroup's directory (empty: no cgroup v2 pids limit seen). */
+static unsigned long room_tmax;
+static char room_cg[512];
+static pthread_once_t room_once = PTHREAD_ONCE_INIT;
+
+static void room_init(void)
 {
-    unsigned long tmax = read_threads_max();
+    room_tmax = read_threads_max();
+    char buf[512];
+    if (read_small("/proc/self/cgroup", buf, sizeof buf) <= 0 || strncmp(buf, "0::/", 4) != 0)
+        return; /* cgroup v1, or none: not read */
+    char *path = buf + 3;
+    char *nl = strchr(path, '\n');
+    if (nl)
+        *nl = 0;
+    if (strcmp(path, "/") == 0)
+        path[0] = 0;
+    snprintf(room_cg, sizeof room_cg, "%s", path);
+}
+
+#define ROOM_NONE ((long)(LONG_MAX / 4))
+
+/* Threads-max less the threads of the whole system (the fourth field of
+ * /proc/loadavg counts them). */
+static long slack_threads_max(void)
+{
     char buf[128];
     unsigned long run, total;
-    if (tmax == 0 || read_small("/proc/loadavg", buf, sizeof buf) <= 0 ||
+    if (room_tmax == 0 || read_small("/proc/loadavg", buf, sizeof buf) <= 0 ||
         sscanf(buf, "%*s %*s %*s %lu/%lu", &run, &total) != 2)
-        return true;
-    return total + need <= tmax;
+        return ROOM_NONE;
+    return (long)room_tmax - (long)total;
 }
 
 struct tt__dirent64 {
@@ -216,39 +241,40 @@ static unsigned long user_tasks(uid_t uid)
     return sum;
 }
 
-static bool room_nproc(unsigned need)
+/* RLIMIT_NPROC less the tasks of the real user (root is exempt). */
+static long slack_nproc(void)
 {
     struct rlimit rl;
     uid_t uid = getuid();
     if (uid == 0 || getrlimit(RLIMIT_NPROC, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-        return true;
+        return ROOM_NONE;
     unsigned long have = user_tasks(uid);
     if (have == 0)
         have = process_threads();
-    return have + need <= rl.rlim_cur;
+    return rl.rlim_cur > (rlim_t)ROOM_NONE ? ROOM_NONE : (long)rl.rlim_cur - (long)have;
 }
 
-static bool room_cgroup(unsigned need)
+/* pids.max less pids.current, the least over the cgroup and its parents. */
+static long slack_cgroup(void)
 {
-    char buf[512];
-    if (read_small("/proc/self/cgroup", buf, sizeof buf) <= 0 || strncmp(buf, "0::/", 4) != 0)
-        return true; /* cgroup v1, or none: not read */
-    char *path = buf + 3;
-    char *nl = strchr(path, '\n');
-    if (nl)
-        *nl = 0;
+    long least = ROOM_NONE;
+    if (room_cg[0] == 0)
+        return least;
+    char path[sizeof room_cg];
+    memcpy(path, room_cg, sizeof path);
     for (;;) {
-        char f[700], v[64];
+        char f[sizeof room_cg + 40], v[64];
         unsigned long max, cur;
-        snprintf(f, sizeof f, "/sys/fs/cgroup%s/pids.max", strcmp(path, "/") ? path : "");
+        snprintf(f, sizeof f, "/sys/fs/cgroup%s/pids.max", path);
         if (read_small(f, v, sizeof v) > 0 && sscanf(v, "%lu", &max) == 1) {
-            snprintf(f, sizeof f, "/sys/fs/cgroup%s/pids.current", strcmp(path, "/") ? path : "");
-            if (read_small(f, v, sizeof v) > 0 && sscanf(v, "%lu", &cur) == 1 && cur + need > max)
-                return false;
+            snprintf(f, sizeof f, "/sys/fs/cgroup%s/pids.current", path);
+            if (read_small(f, v, sizeof v) > 0 && sscanf(v, "%lu", &cur) == 1 &&
+                (long)max - (long)cur < least)
+                least = (long)max - (long)cur;
         }
         char *slash = strrchr(path, '/');
-        if (!slash || slash == path)
-            return true;
+        if (!slash)
+            return least;
         *slash = 0;
     }
 }
@@ -260,6 +286,28 @@ void tt__test_room_refuse(long nth)
     atomic_store_explicit(&room_refusals_at, nth, memory_order_relaxed);
 }
 
+/* A check that found the nearest limit `slack` threads away stands for
+ * ROOM_FAR_NS: within that time another check for at most slack / 4
+ * threads reads nothing (one clock read), when that slack was at least
+ * ROOM_FAR_MIN (near a limit every check reads: the library's own threads
+ * started since would not show in a stale slack). Reading the limits costs 10 to
+ * 100 us (root; threads-max, /proc/loadavg, the pids cgroup) and a few ms
+ * under a finite RLIMIT_NPROC (every process of the user is read), which a
+ * nested tt_external would otherwise pay on every call. What it misses:
+ * three quarters of the room taken by other processes within 100 ms (the
+ * retry in gomp_guard.c covers a transient refusal). */
+#define ROOM_FAR_NS 100000000ull
+#define ROOM_FAR_MIN 256 /* below this, every check reads the limits */
+static _Atomic uint64_t room_far_until;
+static _Atomic long room_far_slack;
+
+static uint64_t room_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 int tt__threads_room(unsigned need)
 {
     if (need == 0)
@@ -267,8 +315,27 @@ int tt__threads_room(unsigned need)
     long v = atomic_load_explicit(&room_refusals_at, memory_order_relaxed);
     if (v > 0 && atomic_fetch_sub_explicit(&room_refusals_at, 1, memory_order_relaxed) == 1)
         return TT_EAGAIN;
-    if (!room_threads_max(need) || !room_cgroup(need) || !room_nproc(need))
+    uint64_t now = room_now();
+    long far = atomic_load_explicit(&room_far_slack, memory_order_relaxed);
+    if (far >= ROOM_FAR_MIN && (long)need * 4 <= far &&
+        now < atomic_load_explicit(&room_far_until, memory_order_relaxed))
+        return TT_OK;
+    pthread_once(&room_once, room_init);
+    long slack = slack_threads_max();
+    long c = slack_cgroup();
+    if (c < slack)
+        slack = c;
+    if (slack >= (long)need) {
+        c = slack_nproc();
+        if (c < slack)
+            slack = c;
+    }
+    if (slack < (long)need)
         return TT_EAGAIN;
+    /* Two stores a reader may see apart: at worst it uses the other
+     * check's slack for the other check's 100 ms. */
+    atomic_store_explicit(&room_far_slack, slack, memory_order_relaxed);
+    atomic_store_explicit(&room_far_until, now + ROOM_FAR_NS, memory_order_relaxed);
     return TT_OK;
 }
 

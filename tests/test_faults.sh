@@ -8,7 +8,7 @@
 #  2. under fault_shim.so failing the Nth allocation, for every N up to
 #     FAULT_ALLOC_MAX (make check: a sample of at most 60 N spread over all
 #     reached calls; FAULT_FULL=1, as check-stress sets it: every N);
-#  3. as user nobody under a real RLIMIT_NPROC of 1 to 8 (setpriv; root
+#  3. as user nobody under a real RLIMIT_NPROC of 1 to 12 (setpriv; root
 #     only, else that part is skipped).
 # Each run must exit 0: every code TT_OK or on its function's Errors line
 # (the list comes from the header by errors_from_header.sh), every result
@@ -71,7 +71,7 @@ echo "allocations: $k runs (every ${step}th), `expr $(date +%s) - $start` s"
 
 if test "`id -u`" = 0 && command -v setpriv >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1; then
   tmp=`mktemp -d` && cp "$prog" "$errs" "$tmp/" && chmod -R a+rx "$tmp"
-  for l in 1 2 3 4 5 6 8; do
+  for l in 1 2 3 4 5 6 7 8 10 12; do
     runs=$((runs + 1))
     out=`cd "$tmp" && env FAULT_ERRORS="$tmp/faults-errors.txt" timeout -k 5 "$limit" \
       setpriv --reuid=nobody --regid=nogroup --clear-groups prlimit --nproc=$l:$l ./fault_entries 2>&1`
@@ -81,7 +81,7 @@ if test "`id -u`" = 0 && command -v setpriv >/dev/null 2>&1 && command -v prlimi
     fi
   done
   rm -rf "$tmp"
-  echo "RLIMIT_NPROC 1..8 as nobody: done"
+  echo "RLIMIT_NPROC 1..12 as nobody: done"
 else
   echo "RLIMIT_NPROC as an unprivileged user: skipped (needs root, setpriv and prlimit)"
 fi
