@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,6 +262,18 @@ static void *thread_main(void *arg)
     return NULL;
 }
 
+/* An idle application thread (FAULT_IDLE=1): it counts against
+ * RLIMIT_NPROC like any other. */
+static int idle_pipe[2];
+static void *idle_main(void *arg)
+{
+    (void)arg;
+    char c;
+    while (read(idle_pipe[0], &c, 1) < 0)
+        ;
+    return NULL;
+}
+
 static unsigned threads_now(void)
 {
     FILE *f = fopen("/proc/self/status", "r");
@@ -283,6 +296,9 @@ int main(void)
     }
     load_errors(errs);
     unsigned base = threads_now();
+    pthread_t idle;
+    bool have_idle = getenv("FAULT_IDLE") && pipe(idle_pipe) == 0 &&
+                     pthread_create(&idle, NULL, idle_main, NULL) == 0;
     unsigned width = getenv("FAULT_WIDTH") ? (unsigned)atoi(getenv("FAULT_WIDTH")) : 4;
     void (*window)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "fault_shim_window");
     if (window)
@@ -298,6 +314,10 @@ int main(void)
 
     if (window)
         window(0);
+    if (have_idle) {
+        (void)!write(idle_pipe[1], "x", 1);
+        pthread_join(idle, NULL);
+    }
     omp_pause_resource_all(omp_pause_hard);
     tt__test_crew_cache_drain();
     /* Every thread gone: libgomp's paused workers exit on their own. */

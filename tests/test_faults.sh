@@ -71,14 +71,18 @@ echo "allocations: $k runs (every ${step}th), `expr $(date +%s) - $start` s"
 
 if test "`id -u`" = 0 && command -v setpriv >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1; then
   tmp=`mktemp -d` && cp "$prog" "$errs" "$tmp/" && chmod -R a+rx "$tmp"
-  for l in 1 2 3 4 5 6 7 8 10 12; do
-    runs=$((runs + 1))
-    out=`cd "$tmp" && env FAULT_ERRORS="$tmp/faults-errors.txt" timeout -k 5 "$limit" \
-      setpriv --reuid=nobody --regid=nogroup --clear-groups prlimit --nproc=$l:$l ./fault_entries 2>&1`
-    rc=$?
-    if test $rc -ne 0; then
-      fails=$((fails + 1)); echo "FAIL: RLIMIT_NPROC=$l as nobody: status $rc"; echo "$out" | tail -5 | sed 's/^/    /'
-    fi
+  # width 4; width 4 beside an idle application thread; width 2 (a
+  # dedicated pool's tt_external callee nests width - 1 threads more).
+  for v in "FAULT_WIDTH=4" "FAULT_WIDTH=4 FAULT_IDLE=1" "FAULT_WIDTH=2 FAULT_IDLE=1"; do
+    for l in 1 2 3 4 5 6 7 8 10 12; do
+      runs=$((runs + 1))
+      out=`cd "$tmp" && env FAULT_ERRORS="$tmp/faults-errors.txt" $v timeout -k 5 "$limit" \
+        setpriv --reuid=nobody --regid=nogroup --clear-groups prlimit --nproc=$l:$l ./fault_entries 2>&1`
+      rc=$?
+      if test $rc -ne 0; then
+        fails=$((fails + 1)); echo "FAIL: RLIMIT_NPROC=$l as nobody, $v: status $rc"; echo "$out" | tail -5 | sed 's/^/    /'
+      fi
+    done
   done
   rm -rf "$tmp"
   echo "RLIMIT_NPROC 1..12 as nobody: done"
