@@ -351,9 +351,10 @@ check-stress: configure-default
 	  if env $(STRESS_ENV) build-ledger/tests/stress --iters 2000; then pass=$$(( pass + 1 )); \
 	  else echo "FAIL: stress (ledger)"; fail=$$(( fail + 1 )); fi; \
 	fi; \
-	echo "==> $(BUILD)/tests/test_faults.sh, every allocation N (FAULT_FULL=1)"; \
-	if $(MAKE) -s -C $(BUILD)/tests -j$(JOBS) fault_entries fault_shim.la >/dev/null && \
-	   (cd $(BUILD)/tests && FAULT_FULL=1 srcdir=$(SRC)/tests top_builddir=.. sh $(SRC)/tests/test_faults.sh); then \
+	echo "==> $(BUILD)/tests/test_faults.sh, every allocation N, a sample under valgrind"; \
+	if $(MAKE) -s -C $(BUILD)/tests -j$(JOBS) fault_entries fault_shim.la fault_shim_threads.la >/dev/null && \
+	   (cd $(BUILD)/tests && FAULT_FULL=1 FAULT_VALGRIND=1 srcdir=$(SRC)/tests top_builddir=.. \
+	    sh $(SRC)/tests/test_faults.sh); then \
 	  pass=$$(( pass + 1 )); \
 	else echo "FAIL: test_faults.sh (full)"; fail=$$(( fail + 1 )); fi; \
 	echo "==> $(BUILD_ASAN)/tests/fuzz --sequences $(FUZZ_SEQUENCES) (AddressSanitizer, ledger)"; \

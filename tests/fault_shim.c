@@ -9,7 +9,9 @@
  *   FAULT_SHIM_ALLOC_AT=N   fail the Nth allocation in the window
  *   FAULT_SHIM_RUN=K        fail K calls in a row from the Nth (default 1)
  *
- * fault_shim_hits() says how many calls were failed.
+ * fault_shim_hits() says how many calls were failed. Built with
+ * FAULT_SHIM_THREADS_ONLY (fault_shim_threads.so) it leaves the allocator
+ * alone, for runs under valgrind.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -71,6 +73,7 @@ int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), v
     return real(t, a, fn, arg);
 }
 
+#ifndef FAULT_SHIM_THREADS_ONLY /* valgrind replaces the allocator itself */
 void *malloc(size_t n) { return fail(&alloc_calls, alloc_at) ? NULL : __libc_malloc(n); }
 void *calloc(size_t n, size_t s) { return fail(&alloc_calls, alloc_at) ? NULL : __libc_calloc(n, s); }
 void *realloc(void *p, size_t n) { return fail(&alloc_calls, alloc_at) ? NULL : __libc_realloc(p, n); }
@@ -86,6 +89,7 @@ int posix_memalign(void **p, size_t al, size_t n)
     *p = q;
     return 0;
 }
+#endif
 
 __attribute__((destructor)) static void shim_report(void)
 {

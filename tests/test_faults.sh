@@ -90,5 +90,22 @@ else
   echo "RLIMIT_NPROC as an unprivileged user: skipped (needs root, setpriv and prlimit)"
 fi
 
+# 4. FAULT_VALGRIND=1 (check-stress): a sample of pthread_create N under
+#    valgrind memcheck, with the threads-only shim: no error, no block
+#    definitely lost.
+if test -n "$FAULT_VALGRIND" && command -v valgrind >/dev/null 2>&1; then
+  vshim=$PWD/.libs/fault_shim_threads.so
+  for n in 1 2 3 5 8 12 17 24 30 36; do
+    runs=$((runs + 1))
+    out=`env LD_PRELOAD="$vshim" FAULT_SHIM_THREAD_AT=$n timeout -k 5 600 valgrind -q --leak-check=full \
+      --errors-for-leak-kinds=definite --error-exitcode=9 --fair-sched=yes \
+      --suppressions="$srcdir/valgrind.supp" "$prog" 2>&1`; rc=$?
+    if test $rc -ne 0; then
+      fails=$((fails + 1)); echo "FAIL: valgrind, pthread_create #$n fails: status $rc"; echo "$out" | tail -20 | sed 's/^/    /'
+    fi
+  done
+  echo "valgrind: 10 runs done"
+fi
+
 echo "test_faults: $runs runs, $fails failed"
 test $fails -eq 0
