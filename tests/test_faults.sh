@@ -69,7 +69,10 @@ while test $n -le $((nallocs + 2)); do
 done
 echo "allocations: $k runs (every ${step}th), `expr $(date +%s) - $start` s"
 
-if test "`id -u`" = 0 && command -v setpriv >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1; then
+grp=nogroup
+getent group nogroup >/dev/null 2>&1 || grp=nobody
+if test "`id -u`" = 0 && command -v setpriv >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 &&
+   getent passwd nobody >/dev/null 2>&1 && getent group $grp >/dev/null 2>&1; then
   tmp=`mktemp -d` && cp "$prog" "$errs" "$tmp/" && chmod -R a+rx "$tmp"
   # width 4; width 4 beside an idle application thread; width 2 (a
   # dedicated pool's tt_external callee nests width - 1 threads more).
@@ -77,7 +80,7 @@ if test "`id -u`" = 0 && command -v setpriv >/dev/null 2>&1 && command -v prlimi
     for l in 1 2 3 4 5 6 7 8 10 12; do
       runs=$((runs + 1))
       out=`cd "$tmp" && env FAULT_ERRORS="$tmp/faults-errors.txt" $v timeout -k 5 "$limit" \
-        setpriv --reuid=nobody --regid=nogroup --clear-groups prlimit --nproc=$l:$l ./fault_entries 2>&1`
+        setpriv --reuid=nobody --regid=$grp --clear-groups prlimit --nproc=$l:$l ./fault_entries 2>&1`
       rc=$?
       if test $rc -ne 0; then
         fails=$((fails + 1)); echo "FAIL: RLIMIT_NPROC=$l as nobody, $v: status $rc"; echo "$out" | tail -5 | sed 's/^/    /'
@@ -87,7 +90,7 @@ if test "`id -u`" = 0 && command -v setpriv >/dev/null 2>&1 && command -v prlimi
   rm -rf "$tmp"
   echo "RLIMIT_NPROC 1..12 as nobody: done"
 else
-  echo "RLIMIT_NPROC as an unprivileged user: skipped (needs root, setpriv and prlimit)"
+  echo "RLIMIT_NPROC as an unprivileged user: skipped (needs root, setpriv, prlimit, user nobody)"
 fi
 
 # 4. FAULT_VALGRIND=1 (check-stress): a sample of pthread_create N under
