@@ -155,7 +155,7 @@ endef
 # Targets
 # ---------------------------------------------------------------------------
 .PHONY: all deps deps-consumers autogen configure-default check check-tsan check-asan check-valgrind \
-        check-stress flake-study bench bench-full bench-programs install uninstall dist distcheck \
+        check-stress check-loaded flake-study bench bench-full bench-programs install uninstall dist distcheck \
         clean distclean help
 
 all: configure-default
@@ -340,6 +340,29 @@ flake-study: autogen
 	done
 	sh scripts/flake-study.sh -n $(FLAKE_ROUNDS) -s $(FLAKE_SPINNERS) $(BUILD) $(BUILD_SER) $(BUILD_LED)
 
+# `make check` on a loaded machine (issue 19): ROUNDS rounds (default 5),
+# each beside LOAD_SPINNERS busy processes (default 2) that are killed
+# after it; each round's output in check-loaded-out/round-N.log and one
+# line per round. Fails when any round fails.
+ROUNDS        ?= 5
+LOAD_SPINNERS ?= 2
+check-loaded: autogen
+	@mkdir -p check-loaded-out; pass=0; fail=0; r=1; pids=; \
+	trap 'test -n "$$pids" && kill $$pids 2>/dev/null' EXIT INT TERM; \
+	while test $$r -le $(ROUNDS); do \
+	  pids=; i=0; \
+	  while test $$i -lt $(LOAD_SPINNERS); do sh -c 'while :; do :; done' & pids="$$pids $$!"; i=$$(( i + 1 )); done; \
+	  start=`date +%s`; log=check-loaded-out/round-$$r.log; \
+	  if $(MAKE) check JOBS=$(JOBS) >"$$log" 2>&1; then ok=pass; pass=$$(( pass + 1 )); \
+	  else ok=FAIL; fail=$$(( fail + 1 )); fi; \
+	  kill $$pids 2>/dev/null; wait $$pids 2>/dev/null; pids=; \
+	  echo "check-loaded round $$r/$(ROUNDS): $$ok, `grep '^check:' "$$log" | tail -1`, $$(( `date +%s` - start )) s, load beside $(LOAD_SPINNERS) spinners"; \
+	  grep -E '^(FAIL|ERROR):' "$$log" | sed 's/^/    /'; \
+	  r=$$(( r + 1 )); \
+	done; \
+	echo "check-loaded: $$pass rounds passed, $$fail failed"; \
+	test "$$fail" -eq 0
+
 check-stress: configure-default
 	$(call tt_configure,$(BUILD_ASAN),$(ASAN_FLAGS) $(CONFIGURE_FLAGS))
 	$(MAKE) -C $(BUILD_ASAN) -j$(JOBS)
@@ -359,6 +382,12 @@ check-stress: configure-default
 	  if env $(STRESS_ENV) build-ledger/tests/stress --iters 2000; then pass=$$(( pass + 1 )); \
 	  else echo "FAIL: stress (ledger)"; fail=$$(( fail + 1 )); fi; \
 	fi; \
+	echo "==> $(BUILD)/tests/test_faults.sh, every allocation N, a sample under valgrind"; \
+	if $(MAKE) -s -C $(BUILD)/tests -j$(JOBS) fault_entries fault_shim.la fault_shim_threads.la >/dev/null && \
+	   (cd $(BUILD)/tests && FAULT_FULL=1 FAULT_VALGRIND=1 srcdir=$(SRC)/tests top_builddir=.. \
+	    sh $(SRC)/tests/test_faults.sh); then \
+	  pass=$$(( pass + 1 )); \
+	else echo "FAIL: test_faults.sh (full)"; fail=$$(( fail + 1 )); fi; \
 	echo "==> $(BUILD_ASAN)/tests/fuzz --sequences $(FUZZ_SEQUENCES) (AddressSanitizer, ledger)"; \
 	if $(MAKE) -s -C $(BUILD_ASAN)/tests -j$(JOBS) fuzz >/dev/null && \
 	   env ASAN_OPTIONS="$(ASAN_OPTIONS_VALUE)" $(BUILD_ASAN)/tests/fuzz --sequences $(FUZZ_SEQUENCES); then \
@@ -404,6 +433,7 @@ help:
 	@echo "  make check-asan    tests built with -fsanitize=address in $(BUILD_ASAN)/"
 	@echo "  make check-valgrind  every test program of $(BUILD)/ under valgrind memcheck"
 	@echo "  make check-stress  the stress programs (tests/Makefile.am: TT_STRESS)"
+	@echo "  make check-loaded  make check beside busy processes, ROUNDS=5 rounds (ROUNDS=1 allowed)"
 	@echo "  make flake-study   the suite FLAKE_ROUNDS times beside FLAKE_SPINNERS spinning processes"
 	@echo "  make bench         build the benchmarks and baselines, run scripts/bench.sh --short:"
 	@echo "                     a few minutes on 2 quiet CPUs (it prints its estimate and progress),"

@@ -45,7 +45,7 @@ static int omp_start(tt__crew *c)
         return TT_ENOMEM;
     int rc = pthread_attr_setstacksize(&pa, c->attr.stack_size);
     if (rc == 0)
-        rc = pthread_create(&c->host, &pa, omp_host_main, c);
+        rc = tt__thread_create(&c->host, &pa, omp_host_main, c);
     pthread_attr_destroy(&pa);
     if (rc == EINVAL)
         return TT_EINVAL;

@@ -249,6 +249,11 @@ size_t tt__static_tls_bytes(void)
 
 static int preflight_threads(unsigned n)
 {
+    /* The counts first (threads-max, pids cgroup, RLIMIT_NPROC: pool.c),
+     * then, under a finite RLIMIT_NPROC, the kernel's own answer. */
+    int rc = tt__threads_room(n);
+    if (rc != TT_OK)
+        return rc;
     struct rlimit rl;
     if (getrlimit(RLIMIT_NPROC, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return TT_OK;
@@ -433,6 +438,22 @@ void tt__crew_cache_put(tt__crew *c)
         tt__crew *n = evict->next;
         tt__crew_destroy(evict);
         evict = n;
+    }
+}
+
+/* Test hook (issue 19's fault test): join every cached crew, so that a
+ * test can count the threads left with the cache empty. */
+void tt__test_crew_cache_drain(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    tt__crew *c = cache_head;
+    cache_head = NULL;
+    cache_threads = 0;
+    pthread_mutex_unlock(&cache_lock);
+    while (c) {
+        tt__crew *n = c->next;
+        tt__crew_destroy(c);
+        c = n;
     }
 }
 

@@ -535,13 +535,24 @@ static int run_entry(tt__exec *x, entry *e, run_spec sp)
                 rc = TT_REFUSED_UNAVAILABLE;
             }
         } else {
-            /* A root on this thread's own team: its region crew is memory,
-             * taken before the consume so that a failed allocation consumes
-             * nothing. */
-            region_crew = tt__region_crew_get(x->pool);
-            if (!region_crew)
-                rc = TT_ENOMEM;
+            /* A root on this thread's own team: room for the region's
+             * threads (libgomp would end the process where it cannot start
+             * them), and its region crew, which is memory, taken before the
+             * consume so that a failed allocation consumes nothing. A fork
+             * or ranges without room runs on this thread alone. */
+            rc = tt__region_room(x->pool->width);
+            if (rc != TT_OK && degrade) {
+                rc = TT_OK;
+                spread = false;
+            }
+            if (rc == TT_OK && spread) {
+                region_crew = tt__region_crew_get(x->pool);
+                if (!region_crew)
+                    rc = TT_ENOMEM;
+            }
         }
+        if (rc == TT_OK && spread && sp.one)
+            rc = tt__threads_room(sp.need - 1); /* the callee's nested team */
         if (rc == TT_OK && spread && tt__pool_external_callee(x->pool)) {
             /* A thread of a tt_external callee's own region, calling back
              * into the pool whose slots that very tt_external holds while it
@@ -880,7 +891,12 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
         tt__inline_hold hold = {0};
         if (token_members(x, &pl) == TT_OK)
             inline_hold_take(&hold, x, &pl);
-        rc = tt__exec_consume(x);
+        /* Room for the callee's team before anything is consumed. */
+        rc = width <= 1                               ? TT_OK
+             : tt__backend_get()->in_parallel() ? tt__threads_room(width - 1)
+                                                : tt__region_room(width);
+        if (rc == TT_OK)
+            rc = tt__exec_consume(x);
         if (rc) {
             tt__inline_hold_drop(&hold);
             tt__exec_unclaim(x);
@@ -906,6 +922,12 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
     bool top = rc == TT_OK && pl.self < 0 && width == x->pool->width &&
                !tt__pool_uses_private_crew(x->pool) && !tt__pool_external_callee(x->pool);
     bool member_root = rc == TT_OK && pl.self >= 0 && !pl.gang;
+    /* Room for the callee's team before anything is consumed: its
+     * own top-level team on this thread, or a nested one on a member. */
+    if (rc == TT_OK && top)
+        rc = tt__region_room(width);
+    else if (rc == TT_OK && member_root)
+        rc = tt__threads_room(width - 1);
     if (rc == TT_OK && (top || member_root))
         rc = tt__exec_consume(x);
     if (rc) {

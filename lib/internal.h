@@ -773,6 +773,21 @@ int tt__memalign(void **p, size_t align, size_t n);
 bool tt__fault_thread(void);
 void tt__fault_inject(long alloc_nth, long thread_nth);
 
+/* Resource failures (gomp_guard.c, pool.c). tt__thread_create is
+ * pthread_create retried on EAGAIN a bounded number of times (libgomp's own
+ * thread starts and allocations are retried the same way by gomp_guard.c).
+ * tt__threads_room: TT_OK when `need` more threads fit under threads-max,
+ * the pids cgroup and RLIMIT_NPROC now, else TT_EAGAIN. tt__region_room:
+ * the same for a root region of `width` on the calling thread, once per
+ * thread and width. */
+int tt__thread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg);
+int tt__threads_room(unsigned need);
+int tt__region_room(unsigned width);
+void tt__test_room_refuse(long nth);
+void tt__test_crew_cache_drain(void);
+unsigned long tt__guard_retries(void);
+unsigned tt__guard_slots(void);
+
 /* The process's CPU set (the union of OpenMP's places when there are any,
  * since libgomp may have bound the initial thread to one place before
  * main; otherwise the calling thread's affinity set). False when unknown. */

@@ -754,6 +754,8 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
             rc = tt__pool_private_crew(pool, &crew);
             if (rc == TT_ESHORTTEAM)
                 rc = TT_REFUSED_UNAVAILABLE; /* the members cannot be had */
+        } else {
+            rc = tt__region_room(pool->width); /* room for the region's threads */
         }
         /* A thread of a tt_external callee's region never waits for the
          * slots that tt_external may hold: free now, or refused. A thread

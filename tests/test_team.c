@@ -73,6 +73,8 @@ static void phases_section(void *arg, tt_section *s)
 
 typedef struct scope_job {
     unsigned rounds;
+    unsigned min_rounds; /* with a deadline: rounds run at least        */
+    uint64_t deadline;   /* 0: none; else stop after min_rounds past it */
     unsigned seed;
     _Atomic unsigned failures;
     unsigned budget;
@@ -111,6 +113,8 @@ static void random_scope(void *arg, tt_scope *scope)
     if (size != j->budget)
         atomic_fetch_add(&j->failures, 1);
     for (unsigned r = 0; r < j->rounds; r++) {
+        if (j->deadline && r >= j->min_rounds && tt_now_ns() > j->deadline)
+            break;
         unsigned pick = (unsigned)rand_r(&j->seed);
         if (pick % 3 == 0 && size > 1) {
             split_arg sa = {.j = j, .parts = 1 + pick / 3 % (size + 1)};
@@ -132,8 +136,17 @@ START_TEST(sections_random_widths_and_splits)
         for (unsigned budget = 1; budget <= width; budget++) {
             tt_exec ex;
             ck_assert_int_eq(tt_exec_init(&ex, p, budget), TT_OK);
+            /* What the contract promises is that every section and split
+             * is right, not how many run per second: on a loaded machine
+             * (other processes on the CPUs, widths above the CPU count)
+             * oversubscribed barriers are slower by up to two orders of
+             * magnitude (139.5 s against 1.58 s beside two spinners,
+             * issue 19). So each width/budget pair runs its rounds or, past
+             * a time share of 1 s (scaled like every timeout), at least 16
+             * rounds: every assertion holds for every round that ran. */
             scope_job j = {.rounds = rounds, .seed = width * 131u + budget,
-                           .budget = tt_exec_budget(&ex)};
+                           .budget = tt_exec_budget(&ex), .min_rounds = 16,
+                           .deadline = tt_now_ns() + (uint64_t)(tt_timeout(1.0) * 1e9)};
             ck_assert_int_eq(tt_team_scope(&ex, random_scope, &j), TT_OK);
             ck_assert_msg(atomic_load(&j.failures) == 0, "width %u budget %u: %u failures",
                           width, budget, atomic_load(&j.failures));
