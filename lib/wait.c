@@ -233,10 +233,20 @@ bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_polic
         }
     }
     unsigned yields = no_yields ? 0u : TT__YIELDS;
+    uint64_t before = yields && polls >= TT__CLOCK_EVERY ? tt__mono_ns() : 0;
     for (unsigned y = 0; y < yields; y++) {
         if (atomic_load_explicit(word, memory_order_acquire) != old)
             return true;
         sched_yield();
+        if (before) {
+            /* A yield that gave the CPU away for long: other threads want
+             * it, so sleep now instead of yielding on (each yield may cost
+             * a scheduler slice on a loaded machine). */
+            uint64_t now = tt__mono_ns();
+            if (now - before > TT__PREEMPT_NS)
+                break;
+            before = now;
+        }
     }
     if (atomic_load_explicit(word, memory_order_acquire) != old)
         return true;
