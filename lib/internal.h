@@ -423,6 +423,10 @@ struct tt_pool {
      * (acquire). */
     tt__crew *_Atomic crew;
     tt__crew *region_free;    /* idle region crews (under lock)            */
+    /* One idle region crew kept out of the list, taken and given back with
+     * one atomic exchange: the crew of the common case (one root at a
+     * time) costs no mutex pair per root. */
+    tt__crew *_Atomic region_spare;
     tt__crew *_Atomic regions;/* every region crew, newest first           */
     tt__wait_stats stats;     /* the waits of region crews                 */
     bool dedicated;           /* thread settings of its own                */
