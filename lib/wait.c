@@ -175,7 +175,7 @@ void tt__futex_wake(_Atomic uint32_t *word, int count)
 /* A gap this long between two clock reads of a spin (TT__CLOCK_EVERY polls,
  * a few microseconds when the waiter runs) means the waiter was descheduled:
  * another thread wanted this CPU, perhaps the very thread it waits for. */
-#define TT__PREEMPT_NS 50000ull
+#define TT__PREEMPT_NS 100000ull
 /* Read the clock only every so many polls, so that the fast path of a spin
  * is a load and a pause (a vDSO clock read costs about as much as one
  * pause; one per 64 polls is under 2 % of the spin). */
