@@ -20,7 +20,7 @@
 #                busy P % of every 10 ms and one co-tenant OpenMP process (all
 #                CPUs) meeting at barriers for P % of every 10 ms (the helpers
 #                of this checkout's bench/bench_paths.c); the load column of
-#                every row then says "<wait_scenarios' --load>+ab:K,P+omp"
+#                every row then says "<wait_scenarios' --load>+ab:K:P+omp"
 #   PATHS=1      also alternate the everyday paths (this checkout's
 #                bench/bench_paths.c, linked against each side's library, and
 #                raw OpenMP) for the same rounds: PATHS_SCENARIOS (default
@@ -173,7 +173,7 @@ if [ -n "${AB_LOAD:-}" ]; then
     done
     env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$H_PATHS" --cotenant "$pct" & loadpids="$loadpids $!"
     sleep 1
-    abload="$k,$pct+omp"
+    abload="$k:$pct+omp"
     echo "bench-ab.sh: load $abload started (pids$loadpids)" >&2
 fi
 policy=${OMP_WAIT_POLICY:-default}
@@ -261,6 +261,7 @@ fi
 if [ "${PATHS:-0}" = 1 ] && [ -s "$raw_ph" ] && [ -s "$raw_po" ]; then
     printf '\neveryday paths, %s rounds, load %s, wait policy %s: us per call (median of the rounds), p90 in brackets\n\n' "$rounds" "$abload" "$policy"
     printf '| %-20s | %-20s | %-20s | %-20s | %9s | %9s | %9s | %6s | %s |\n' "scenario param" base head omp head/base head/omp p90/omp target verdict
+    printf '| %-20s | %-20s | %-20s | %-20s | %9s | %9s | %9s | %6s | %s |\n' --- --- --- --- ---: ---: ---: --- ---
     date=$(date -u +%Y-%m-%dT%H:%MZ)
     cpus=$(nproc 2>/dev/null || echo 0)
     for key in "ranges n=1000" "ranges n=100000" "ranges n=1000000" "coexist 5us" "alternate 5us" \

@@ -16,7 +16,7 @@
 #   under --load or --wait-policy passive: every row, median and p90, <= 1.5x
 #
 # Usage: scripts/bench-paths.sh [options] [BENCH_BIN] [ROUNDS] [CSV]
-#   --load K,P          K processes busy P % of every 10 ms, and one co-tenant
+#   --load K,P          (shown as K:P+omp) K processes busy P % of every 10 ms, and one co-tenant
 #                       OpenMP process (all CPUs) meeting at barriers for P % of
 #                       every 10 ms, started here for the whole run (both sides
 #                       run under it); reported in every row
@@ -77,7 +77,7 @@ if [ "$load" != none ]; then
     # the co-tenant keeps libgomp's default waits whatever this run's policy
     env -u OMP_WAIT_POLICY "$bin" --cotenant "$pct" & loadpids="$loadpids $!"
     sleep 1 # let the load settle into its period
-    loadname="$k,$pct+omp"
+    loadname="$k:$pct+omp"
 else
     loadname=none
 fi
