@@ -29,7 +29,11 @@
 # tt_p90_us,ratio_p90,round_ratio_median,round_ratio_max,rounds,host. A CSV
 # with the old header gets the new one, its old rows padded with empty fields.
 # Environment: BENCH_LABEL (default: the short commit), BENCH_HOST (default
-# hostname -s), PATHS_REPS (repetitions per process, default 7).
+# hostname -s), PATHS_REPS (repetitions per process, default 7), PATHS_PASSES
+# (when no --load or --wait-policy is given: the passes to run one after the
+# other, e.g. "quiet load=2,50 passive"; default "quiet"), which is how
+# `make bench` (scripts/bench.sh calls this script with positional arguments
+# only) runs the loaded and passive passes too.
 LC_ALL=C
 export LC_ALL
 load=none
@@ -48,6 +52,19 @@ while [ $# -gt 0 ]; do
     *) break ;;
     esac
 done
+if [ "$load" = none ] && [ "$policy" = default ] && [ -n "${PATHS_PASSES:-}" ] &&
+    [ "${PATHS_PASSES}" != quiet ]; then
+    rc=0
+    for pass in $PATHS_PASSES; do
+        case $pass in
+        quiet) PATHS_PASSES= sh "$0" --scenarios "$scenarios" "$@" || rc=1 ;;
+        load=*) PATHS_PASSES= sh "$0" --scenarios "$scenarios" --load "${pass#load=}" "$@" || rc=1 ;;
+        passive) PATHS_PASSES= sh "$0" --scenarios "$scenarios" --wait-policy passive "$@" || rc=1 ;;
+        *) echo "bench-paths.sh: unknown pass $pass (quiet, load=K,P, passive)" >&2; rc=2 ;;
+        esac
+    done
+    exit "$rc"
+fi
 bin=${1:-build/bench/bench_paths}
 rounds=${2:-7}
 csv=${3:-}
