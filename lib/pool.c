@@ -258,8 +258,9 @@ int tt_pool_create(tt_pool **pool, const tt_pool_attr *attr)
     p->width = width;
     /* Without a spin_polls attribute, every wait of the pool follows the
      * application's OpenMP settings (OMP_WAIT_POLICY, GOMP_SPINCOUNT). */
+    const tt__omp_waits *ow = tt__omp_waits_get(); /* also sets the throttled budget */
     if (!a.spin_polls_set)
-        a.spin_polls = tt__omp_waits_get()->spin_polls;
+        a.spin_polls = ow->spin_polls;
     p->attr = a;
     p->attr.thread_name = NULL; /* the crew owns its copy */
     p->dedicated = tt__attr_dedicated(&a);
