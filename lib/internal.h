@@ -63,7 +63,7 @@ typedef struct tt__wait_stats {
     _Atomic uint64_t preemptions;    /* a spinning waiter saw itself paused  */
     _Atomic uint64_t wakes;          /* futex wakes issued                   */
     /* A waiter of this pool saw itself descheduled: until this time
-     * (tt__now_ns) every wait of the pool spins the throttled budget. */
+     * (tt__now_ns) the pool's idle waits spin the throttled budget. */
     _Atomic uint64_t starved_until_ns;
     /* Polls spun by the waits that then slept (counted on that slow path
      * only): 0 under OMP_WAIT_POLICY=passive. */

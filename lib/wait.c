@@ -180,9 +180,17 @@ void tt__futex_wake(_Atomic uint32_t *word, int count)
  * is a load and a pause (a vDSO clock read costs about as much as one
  * pause; one per 64 polls is under 2 % of the spin). */
 #define TT__CLOCK_EVERY 64u
-/* After a waiter of a pool saw itself descheduled, the pool's waits spin the
- * throttled budget and sleep without yields for this long. */
+/* After a waiter of a pool saw itself descheduled, the pool's idle waits
+ * (members waiting for work: the waits that yield as they spin) spin only
+ * the throttled budget and sleep without yields for this long. Team waits
+ * (joins, barriers, reserved members between sections) keep their budget:
+ * measured under load (2 processes busy 50 %, an OpenMP co-tenant, 2 CPUs),
+ * throttling them too made back-to-back empty sections sleep twice each
+ * (100 us -> 100 ms per 200 sections), because every sleep hands the CPU to
+ * the load and the next hand-off then finds the partner descheduled. */
+#ifndef TT__STARVED_NS
 #define TT__STARVED_NS 10000000ull
+#endif
 
 bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_policy *pol,
                       tt__wait_stats *stats)
@@ -197,7 +205,8 @@ bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_polic
     bool no_yields = pol->spin_polls == 0;
     if (polls >= TT__CLOCK_EVERY) {
         last = start = tt__mono_ns();
-        if (stats && start < atomic_load_explicit(&stats->starved_until_ns, memory_order_relaxed)) {
+        if (pol->yield_every && stats &&
+            start < atomic_load_explicit(&stats->starved_until_ns, memory_order_relaxed)) {
             if (polls > thr)
                 polls = thr;
             no_yields = true;
@@ -358,7 +367,8 @@ bool tt__test_spin_once(uint64_t spin_polls, bool throttled)
  * with the yield cadence of an idle member when `yield_every` is not 0.
  * Returns the spin's wall time in nanoseconds and the counters' preemptions
  * and starved_until_ns. A waiter that is descheduled during the spin stops
- * it, and a later spin within TT__STARVED_NS spins the throttled budget. */
+ * it, and a later idle spin (yield_every != 0) within TT__STARVED_NS spins
+ * the throttled budget. */
 uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool reset,
                              uint64_t *preemptions, uint64_t *starved_until,
                              uint64_t *spun)
