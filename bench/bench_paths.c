@@ -21,8 +21,22 @@
  *                               tt = through tt_external on a token of the
  *                               pool's full width, minted per call
  *                               (built only when configure found OpenBLAS)
- * Prints one line per configuration: `scenario param us_per_call`, the
- * median over --reps repetitions of --calls calls each.
+ *                    other-thread  roots off the main thread: param
+ *                               `first` is a fresh pthread's first root
+ *                               (tt_exec_init + a W-job tt_fork) against
+ *                               the first `omp parallel` that thread opens,
+ *                               one new thread per sample; `steady` is a
+ *                               second thread's roots, one after another,
+ *                               against its own `omp parallel` regions
+ * Prints one line per configuration: `scenario param us_per_call p50 p90`:
+ * the median over --reps repetitions of --calls calls each, then the median
+ * and the 90th percentile of the single calls' times (each call timed).
+ *
+ * Load helpers (scripts/bench-paths.sh starts them, one process each):
+ *   --busy P         busy P % of every 10 ms, until killed
+ *   --cotenant P     an OpenMP process (all CPUs) that, for P % of every
+ *                    10 ms, runs 20 us of work per thread between barriers
+ *                    (`omp barrier` in one held region), and sleeps the rest
  * Width: omp_get_max_threads() (all CPUs unless OMP_NUM_THREADS says).
  */
 #ifndef _GNU_SOURCE
@@ -30,6 +44,9 @@
 #endif
 #include "config.h"
 #include "threadteam.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include <omp.h>
 #include <stdbool.h>
@@ -65,6 +82,136 @@ static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_d);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The 90th percentile (nearest rank) of v[0..n); sorts v. */
+static double p90(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    int k = (9 * n + 9) / 10; /* ceil(0.9 n) */
+    return v[k > 0 ? k - 1 : 0];
+}
+
+/* Per-call samples of one configuration. */
+typedef struct samples {
+    double *v;
+    int n, cap;
+} samples;
+
+static void sample(samples *s, double us)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 4096;
+        s->v = realloc(s->v, (size_t)s->cap * sizeof *s->v);
+    }
+    s->v[s->n++] = us;
+}
+
+/* Print `scenario param rep_median p50 p90` and forget the samples. */
+static void report(const char *scen, const char *param, double *rep_us, int reps, samples *s)
+{
+    double m = median(rep_us, reps);
+    double p50 = s->n ? median(s->v, s->n) : m;
+    double q = s->n ? p90(s->v, s->n) : m;
+    printf("%s %s %.3f %.3f %.3f\n", scen, param, m, p50, q);
+    fflush(stdout);
+    s->n = 0;
+}
+
+/* --busy P: a load process, busy P % of every 10 ms. */
+static int busy_main(int pct)
+{
+    for (;;) {
+        double t0 = now_us();
+        work_us(100.0 * pct);
+        double rest = 10000.0 - (now_us() - t0);
+        if (rest > 0) {
+            struct timespec ts = {0, (long)(rest * 1000.0)};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return 0;
+}
+
+/* --cotenant P: another OpenMP application meeting at barriers. */
+static int cotenant_main(int pct)
+{
+#pragma omp parallel
+    for (;;) {
+        double t0 = now_us();
+        while (now_us() - t0 < 100.0 * pct) {
+            work_us(20.0);
+#pragma omp barrier
+        }
+        double rest = 10000.0 - (now_us() - t0);
+        if (rest > 0) {
+            struct timespec ts = {0, (long)(rest * 1000.0)};
+            nanosleep(&ts, NULL);
+        }
+#pragma omp barrier
+    }
+    return 0;
+}
+
+/* other-thread: a root, or the raw region, opened on the calling thread. */
+static _Atomic unsigned sink;
+
+static void tiny_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)arg;
+    (void)child;
+    atomic_fetch_add_explicit(&sink, i, memory_order_relaxed);
+}
+
+typedef struct other {
+    bool tt;
+    tt_pool *pool;
+    unsigned W;
+    int calls, reps;
+    double first_us; /* first: the one call's time           */
+    double *rep_us;  /* steady: the mean of each repetition  */
+    samples *s;      /* steady: every call                   */
+} other;
+
+static void one_root(const other *o)
+{
+    if (o->tt) {
+        tt_exec ex;
+        tt_exec_init(&ex, o->pool, o->W);
+        tt_fork(&ex, o->W, tiny_job, NULL);
+    } else {
+#pragma omp parallel num_threads(o->W)
+        tiny_job(NULL, (unsigned)omp_get_thread_num(), NULL);
+    }
+}
+
+static void *first_main(void *arg)
+{
+    other *o = arg;
+    double t0 = now_us();
+    one_root(o);
+    o->first_us = now_us() - t0;
+    return NULL;
+}
+
+static void *steady_main(void *arg)
+{
+    other *o = arg;
+    for (int r = -1; r < o->reps; r++) {
+        double t0 = now_us(), sum = 0;
+        for (int k = 0; k < o->calls; k++) {
+            double a = now_us();
+            one_root(o);
+            double d = now_us() - a;
+            sum += d;
+            if (r >= 0)
+                sample(o->s, d);
+        }
+        (void)t0;
+        if (r >= 0)
+            o->rep_us[r] = sum / o->calls;
+    }
+    return NULL;
 }
 
 typedef struct axpy {
@@ -119,13 +266,19 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--calls") && i + 1 < argc)
             calls = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--busy") && i + 1 < argc)
+            return busy_main(atoi(argv[++i]));
+        else if (!strcmp(argv[i], "--cotenant") && i + 1 < argc)
+            return cotenant_main(atoi(argv[++i]));
         else if (!strcmp(argv[i], "--n") && i + 1 < argc) {
             nsizes = 0;
             for (char *t = strtok(argv[++i], ","); t && nsizes < 8; t = strtok(NULL, ","))
                 sizes[nsizes++] = (size_t)strtoull(t, NULL, 10);
         } else {
-            fprintf(stderr, "usage: bench_paths --system omp|tt --scenario ranges|coexist|alternate"
-                            " [--n LIST] [--reps N] [--calls N]\n");
+            fprintf(stderr, "usage: bench_paths --system omp|tt --scenario "
+                            "ranges|coexist|alternate|external|other-thread"
+                            " [--n LIST] [--reps N] [--calls N]\n"
+                            "       bench_paths --busy P | --cotenant P   (load helpers)\n");
             return 2;
         }
     }
@@ -133,6 +286,7 @@ int main(int argc, char **argv)
     if (reps < 1 || reps > 1000)
         reps = 11;
     double *rep_us = calloc((size_t)reps, sizeof *rep_us);
+    samples smp = {0};
     tt_pool *pool = NULL;
     if (tt && tt_pool_create(&pool, NULL) != TT_OK) {
         fprintf(stderr, "bench_paths: tt_pool_create failed\n");
@@ -153,6 +307,7 @@ int main(int argc, char **argv)
             for (int r = -1; r < reps; r++) {
                 double t0 = now_us();
                 for (int k = 0; k < c; k++) {
+                    double a = now_us();
                     if (tt) {
                         tt_exec ex;
                         tt_exec_init(&ex, pool, W);
@@ -162,11 +317,15 @@ int main(int argc, char **argv)
                         for (size_t i = 0; i < n; i++)
                             y[i] += p.a * x[i];
                     }
+                    if (r >= 0)
+                        sample(&smp, now_us() - a);
                 }
                 if (r >= 0)
                     rep_us[r] = (now_us() - t0) / c;
             }
-            printf("ranges n=%zu %.3f\n", n, median(rep_us, reps));
+            char param[32];
+            snprintf(param, sizeof param, "n=%zu", n);
+            report("ranges", param, rep_us, reps, &smp);
             free(x);
             free(y);
         }
@@ -182,6 +341,7 @@ int main(int argc, char **argv)
         for (int r = -1; r < reps; r++) {
             double t0 = now_us();
             for (int k = 0; k < c; k++) {
+                double a = now_us();
 #pragma omp parallel
                 work_us(5.0);
                 if (alt) {
@@ -194,11 +354,13 @@ int main(int argc, char **argv)
                         work_us(5.0);
                     }
                 }
+                if (r >= 0)
+                    sample(&smp, now_us() - a);
             }
             if (r >= 0)
                 rep_us[r] = (now_us() - t0) / c;
         }
-        printf("%s 5us %.3f\n", scenario, median(rep_us, reps));
+        report(scenario, "5us", rep_us, reps, &smp);
     } else if (!strcmp(scenario, "external")) {
 #if TT_HAVE_OPENBLAS
         if (nsizes == 3 && sizes[0] == 1000) {
@@ -224,6 +386,7 @@ int main(int argc, char **argv)
             for (int r = -1; r < reps; r++) {
                 double t0 = now_us();
                 for (int k = 0; k < cnt; k++) {
+                    double a0 = now_us();
                     if (tt) {
                         tt_exec ex;
                         tt_exec_init(&ex, pool, W);
@@ -231,11 +394,15 @@ int main(int argc, char **argv)
                     } else {
                         gemm_call(&g, W);
                     }
+                    if (r >= 0)
+                        sample(&smp, now_us() - a0);
                 }
                 if (r >= 0)
                     rep_us[r] = (now_us() - t0) / cnt;
             }
-            printf("external n=%d %.3f\n", n, median(rep_us, reps));
+            char param[32];
+            snprintf(param, sizeof param, "n=%d", n);
+            report("external", param, rep_us, reps, &smp);
             free(a);
             free(b);
             free(c);
@@ -245,6 +412,41 @@ int main(int argc, char **argv)
                         "OpenMP build): no external scenario\n");
         return 3;
 #endif
+    } else if (!strcmp(scenario, "other-thread")) {
+        /* The main thread has run one root (or region) first, as an
+         * application would have: its team is what the other threads live
+         * beside. */
+        other o = {.tt = tt, .pool = pool, .W = W, .reps = reps, .rep_us = rep_us, .s = &smp};
+        one_root(&o);
+        /* first: one fresh thread per sample, reps x 5 samples */
+        int nf = reps * 5;
+        double *firsts = calloc((size_t)nf, sizeof *firsts);
+        for (int i = -1; i < nf; i++) {
+            pthread_t th;
+            if (pthread_create(&th, NULL, first_main, &o) != 0) {
+                fprintf(stderr, "bench_paths: pthread_create failed\n");
+                return 1;
+            }
+            pthread_join(th, NULL);
+            if (i >= 0) {
+                firsts[i] = o.first_us;
+                sample(&smp, o.first_us);
+            }
+        }
+        /* rep medians: the median of each group of 5 samples */
+        for (int r = 0; r < reps; r++)
+            rep_us[r] = median(firsts + 5 * r, 5);
+        report("other-thread", "first", rep_us, reps, &smp);
+        free(firsts);
+        /* steady: one second thread, reps x calls roots */
+        o.calls = calls ? calls : 2000;
+        pthread_t th;
+        if (pthread_create(&th, NULL, steady_main, &o) != 0) {
+            fprintf(stderr, "bench_paths: pthread_create failed\n");
+            return 1;
+        }
+        pthread_join(th, NULL);
+        report("other-thread", "steady", rep_us, reps, &smp);
     } else {
         fprintf(stderr, "bench_paths: unknown scenario %s\n", scenario);
         return 2;
@@ -252,5 +454,6 @@ int main(int argc, char **argv)
     if (pool)
         tt_pool_destroy(pool);
     free(rep_us);
+    free(smp.v);
     return 0;
 }

@@ -18,7 +18,8 @@ void tt__attr_defaults(struct tt_pool_attr *a)
     a->idle_spin_ns = TT__DEFAULT_IDLE_SPIN_NS;
     a->idle_serves_pool = false;
     a->acquire_timeout_ns = TT__DEFAULT_ACQUIRE_TIMEOUT_NS;
-    a->spin_polls = TT__DEFAULT_SPIN_POLLS;
+    a->spin_polls = TT__DEFAULT_SPIN_POLLS; /* replaced at pool creation unless set */
+    a->spin_polls_set = false;
     a->pin_participants = false;
     a->isolate_shares = true;
     a->costs_set = false;
@@ -195,6 +196,7 @@ int tt_pool_attr_set_spin_polls(tt_pool_attr *attr, uint64_t polls)
     if (!attr)
         return TT_EINVAL;
     attr->spin_polls = polls;
+    attr->spin_polls_set = true;
     return TT_OK;
 }
 
@@ -202,7 +204,8 @@ int tt_pool_attr_get_spin_polls(const tt_pool_attr *attr, uint64_t *polls)
 {
     if (!attr || !polls)
         return TT_EINVAL;
-    *polls = attr->spin_polls;
+    /* Not set: what a pool built now would take from OpenMP's settings. */
+    *polls = attr->spin_polls_set ? attr->spin_polls : tt__omp_waits_get()->spin_polls;
     return TT_OK;
 }
 

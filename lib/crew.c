@@ -311,7 +311,7 @@ int tt__crew_create(const struct tt_pool_attr *attr, unsigned width, tt__crew **
         return rc;
     }
     /* Wait until OpenMP formed the team and every member registered. */
-    tt__wait_policy pol = {.spin_polls = 1000};
+    tt__wait_policy pol = {.spin_polls = attr->spin_polls < 1000 ? attr->spin_polls : 1000};
     for (;;) {
         uint32_t seen = atomic_load_explicit(&c->startup.word, memory_order_acquire);
         uint32_t got = atomic_load_explicit(&c->got, memory_order_acquire);

@@ -35,6 +35,11 @@
 
 tt__crew *tt__region_crew_get(tt_pool *p)
 {
+    /* Acquire: pairs with the release of the put that left it there, so
+     * the previous root's writes to the crew come before this one's. */
+    tt__crew *spare = atomic_exchange_explicit(&p->region_spare, NULL, memory_order_acquire);
+    if (spare)
+        return spare;
     pthread_mutex_lock(&p->lock);
     tt__crew *c = p->region_free;
     if (c)
@@ -75,6 +80,10 @@ tt__crew *tt__region_crew_get(tt_pool *p)
 
 void tt__region_crew_put(tt_pool *p, tt__crew *c)
 {
+    tt__crew *none = NULL;
+    if (atomic_compare_exchange_strong_explicit(&p->region_spare, &none, c, memory_order_release,
+                                                memory_order_relaxed))
+        return;
     pthread_mutex_lock(&p->lock);
     c->next = p->region_free;
     p->region_free = c;
@@ -90,4 +99,5 @@ void tt__region_crews_free(tt_pool *p)
         c = n;
     }
     p->region_free = NULL;
+    atomic_store_explicit(&p->region_spare, NULL, memory_order_relaxed);
 }

@@ -62,6 +62,12 @@ typedef struct tt__wait_stats {
     _Atomic uint64_t member_parks;   /* a member slept waiting for work      */
     _Atomic uint64_t preemptions;    /* a spinning waiter saw itself paused  */
     _Atomic uint64_t wakes;          /* futex wakes issued                   */
+    /* A waiter of this pool saw itself descheduled: until this time
+     * (tt__now_ns) the pool's idle waits spin the throttled budget. */
+    _Atomic uint64_t starved_until_ns;
+    /* Polls spun by the waits that then slept (counted on that slow path
+     * only): 0 under OMP_WAIT_POLICY=passive. */
+    _Atomic uint64_t spun_polls;
 } tt__wait_stats;
 
 /* How one wait spins before it sleeps. */
@@ -79,8 +85,27 @@ typedef struct tt__wait_policy {
     uint32_t stop_val;
 } tt__wait_policy;
 
+/* The throttled budget when nothing says otherwise (libgomp's default
+ * gomp_throttled_spin_count_var); OMP_WAIT_POLICY=active makes it 1000. */
 #define TT__THROTTLED_POLLS 100u
 #define TT__YIELDS 16u
+
+/* The application's OpenMP wait settings, as libgomp reads them (env.c of
+ * GCC 12): OMP_WAIT_POLICY and GOMP_SPINCOUNT, read from the environment
+ * once per process (tt__omp_waits) and kept in a process-wide variable. */
+typedef struct tt__omp_waits {
+    uint64_t spin_polls;      /* a wait's budget when no spin_polls attribute */
+    uint64_t throttled_polls; /* a throttled wait spins at most this many     */
+    int policy;               /* OMP_WAIT_POLICY: -1 unset, 0 passive, 1 active */
+    bool spincount_set;       /* GOMP_SPINCOUNT was set and valid             */
+} tt__omp_waits;
+/* The process's settings, parsed on the first call (thread-safe). */
+const tt__omp_waits *tt__omp_waits_get(void);
+/* Parse the two variables' values (NULL = unset) the way libgomp does. */
+void tt__omp_waits_parse(const char *policy, const char *spincount, tt__omp_waits *out);
+/* The throttled budget now in force (tt__omp_waits_get()->throttled_polls
+ * once read, TT__THROTTLED_POLLS before). */
+uint64_t tt__throttled_polls(void);
 /* An idle member yields every this many polls of its spin (measured: with
  * a plain thread posting to a pool as wide as the CPUs, members that spin
  * without yielding kept the poster off the CPU for a scheduler slice,
@@ -109,6 +134,11 @@ bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old,
                       const tt__wait_policy *pol, tt__wait_stats *stats);
 
 bool tt__test_spin_once(uint64_t spin_polls, bool throttled);
+/* Test hook: the pool's spun_polls counter (region crews and its private crew). */
+uint64_t tt__test_pool_spun_polls(const tt_pool *pool);
+uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool reset,
+                             uint64_t *preemptions, uint64_t *starved_until,
+                             uint64_t *spun);
 
 /* An event word with a sleeper count: the waiter of a long-lived object
  * (a member's mailbox, a scope's generation) sleeps on it and the waker
@@ -159,6 +189,7 @@ struct tt_pool_attr {
     bool idle_serves_pool;
     uint64_t acquire_timeout_ns;
     uint64_t spin_polls;
+    bool spin_polls_set; /* false: the pool takes the OpenMP settings */
     bool pin_participants;
     bool isolate_shares;   /* false: the owner's promise that shares make no OpenMP call */
     tt_dispatch_costs costs;
@@ -411,6 +442,10 @@ struct tt_pool {
      * (acquire). */
     tt__crew *_Atomic crew;
     tt__crew *region_free;    /* idle region crews (under lock)            */
+    /* One idle region crew kept out of the list, taken and given back with
+     * one atomic exchange: the crew of the common case (one root at a
+     * time) costs no mutex pair per root. */
+    tt__crew *_Atomic region_spare;
     tt__crew *_Atomic regions;/* every region crew, newest first           */
     tt__wait_stats stats;     /* the waits of region crews                 */
     bool dedicated;           /* thread settings of its own                */

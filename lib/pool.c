@@ -500,6 +500,11 @@ int tt_pool_create(tt_pool **pool, const tt_pool_attr *attr)
     size_t keep = offsetof(struct tt_pool, next_shell);
     memset((char *)p + keep, 0, sizeof *p - keep);
     p->width = width;
+    /* Without a spin_polls attribute, every wait of the pool follows the
+     * application's OpenMP settings (OMP_WAIT_POLICY, GOMP_SPINCOUNT). */
+    const tt__omp_waits *ow = tt__omp_waits_get(); /* also sets the throttled budget */
+    if (!a.spin_polls_set)
+        a.spin_polls = ow->spin_polls;
     p->attr = a;
     p->attr.thread_name = NULL; /* the crew owns its copy */
     p->dedicated = tt__attr_dedicated(&a);
@@ -903,4 +908,13 @@ int tt_pool_wait_counts(const tt_pool *pool, tt_wait_counts *out)
         out->wakes += atomic_load_explicit(&st->wakes, memory_order_relaxed) - pool->base.wakes;
     }
     return TT_OK;
+}
+
+uint64_t tt__test_pool_spun_polls(const tt_pool *pool)
+{
+    uint64_t n = atomic_load_explicit(&pool->stats.spun_polls, memory_order_relaxed);
+    tt__crew *c = tt__pool_crew(pool);
+    if (c && c->stats != &pool->stats)
+        n += atomic_load_explicit(&c->stats->spun_polls, memory_order_relaxed);
+    return n;
 }

@@ -18,10 +18,137 @@
 #include "internal.h"
 #include "wait.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 uint64_t tt__now_ns(void) { return tt__mono_ns(); }
+
+/* ------------------------------------------------------------------------ */
+/* The application's wait settings                                           */
+/* ------------------------------------------------------------------------ */
+/*
+ * libgomp (env.c, GCC 12) reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once:
+ *   unset    spin 300000, throttled 100
+ *   active   spin 3*10^10 ("5 minutes"), throttled 1000
+ *   passive  spin 0, throttled 0
+ * GOMP_SPINCOUNT (a number with an optional k/M/G/T suffix, or
+ * "infinite"/"infinity") replaces the spin count whatever the policy, and
+ * the throttled count never exceeds the spin count. A libgomp spin is a
+ * relaxed load and a cpu_relax per iteration, which is exactly one poll of
+ * tt__wait_spin_ne, so counts convert one to one. The one difference: where
+ * no variable is set, the spin is TT__DEFAULT_SPIN_POLLS (2^21 on aarch64,
+ * where a poll is cheaper; 300000 elsewhere, libgomp's default). libgomp
+ * throttles once it manages more threads than CPUs; the library's waits
+ * throttle per pool and per scope (waiting.md, Throttling).
+ */
+static int parse_policy(const char *env)
+{
+    if (!env)
+        return -1;
+    while (isspace((unsigned char)*env))
+        env++;
+    int r;
+    if (strncasecmp(env, "active", 6) == 0)
+        r = 1, env += 6;
+    else if (strncasecmp(env, "passive", 7) == 0)
+        r = 0, env += 7;
+    else
+        return -1; /* libgomp warns and ignores it */
+    while (isspace((unsigned char)*env))
+        env++;
+    return *env == '\0' ? r : -1;
+}
+
+static bool parse_spincount(const char *env, uint64_t *out)
+{
+    if (!env)
+        return false;
+    while (isspace((unsigned char)*env))
+        env++;
+    if (strncasecmp(env, "infinite", 8) == 0 || strncasecmp(env, "infinity", 8) == 0) {
+        env += 8;
+        while (isspace((unsigned char)*env))
+            env++;
+        if (*env != '\0')
+            return false;
+        *out = UINT64_MAX;
+        return true;
+    }
+    if (*env == '-' || *env == '\0')
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(env, &end, 10);
+    if (errno || end == env)
+        return false;
+    uint64_t mult = 1;
+    switch (*end) {
+    case 'k': case 'K': mult = 1000ull; end++; break;
+    case 'M': mult = 1000000ull; end++; break;
+    case 'G': mult = 1000000000ull; end++; break;
+    case 'T': mult = 1000000000000ull; end++; break;
+    default: break;
+    }
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end != '\0')
+        return false;
+    *out = (v > UINT64_MAX / mult) ? UINT64_MAX : (uint64_t)v * mult;
+    return true;
+}
+
+void tt__omp_waits_parse(const char *policy, const char *spincount, tt__omp_waits *out)
+{
+    out->policy = parse_policy(policy);
+    uint64_t sc = 0;
+    out->spincount_set = parse_spincount(spincount, &sc);
+    if (out->spincount_set)
+        out->spin_polls = sc;
+    else if (out->policy > 0)
+        out->spin_polls = 30000000000ull;
+    else if (out->policy == 0)
+        out->spin_polls = 0;
+    else
+        out->spin_polls = TT__DEFAULT_SPIN_POLLS;
+    out->throttled_polls = out->policy > 0 ? 1000u : out->policy == 0 ? 0u : TT__THROTTLED_POLLS;
+    if (out->throttled_polls > out->spin_polls)
+        out->throttled_polls = out->spin_polls;
+}
+
+static tt__omp_waits omp_waits;
+static pthread_once_t omp_waits_once = PTHREAD_ONCE_INIT;
+/* Read by every throttled wait without a call: set once, after parsing. */
+static _Atomic uint64_t throttled_now = TT__THROTTLED_POLLS;
+
+static void omp_waits_read(void)
+{
+    tt__omp_waits_parse(getenv("OMP_WAIT_POLICY"), getenv("GOMP_SPINCOUNT"), &omp_waits);
+    /* The throttled cap of a wait: libgomp's throttled count, except that
+     * under passive it is the default one (a pool whose spin_polls was set
+     * explicitly still throttles like libgomp's default; a pool that took
+     * passive spins 0 anyway). */
+    uint64_t t = omp_waits.policy == 0 ? TT__THROTTLED_POLLS : omp_waits.throttled_polls;
+    if (omp_waits.policy != 0 && omp_waits.spincount_set && t > omp_waits.spin_polls)
+        t = omp_waits.spin_polls;
+    atomic_store_explicit(&throttled_now, t, memory_order_relaxed);
+}
+
+const tt__omp_waits *tt__omp_waits_get(void)
+{
+    pthread_once(&omp_waits_once, omp_waits_read);
+    return &omp_waits;
+}
+
+uint64_t tt__throttled_polls(void)
+{
+    return atomic_load_explicit(&throttled_now, memory_order_relaxed);
+}
 
 void tt__futex_wait(_Atomic uint32_t *word, uint32_t expected)
 {
@@ -45,23 +172,48 @@ void tt__futex_wake(_Atomic uint32_t *word, int count)
 #endif
 }
 
-/* A poll that took this long means the waiter was descheduled between two
- * reads of the word: the CPU is shared, so spinning on is wasteful. */
-#define TT__PREEMPT_NS 200000ull
+/* A gap this long between two clock reads of a spin (TT__CLOCK_EVERY polls,
+ * a few microseconds when the waiter runs) means the waiter was descheduled:
+ * another thread wanted this CPU, perhaps the very thread it waits for. */
+#define TT__PREEMPT_NS 100000ull
 /* Read the clock only every so many polls, so that the fast path of a spin
- * is a load and a pause. */
-#define TT__CLOCK_EVERY 256u
+ * is a load and a pause (a vDSO clock read costs about as much as one
+ * pause; one per 64 polls is under 2 % of the spin). */
+#define TT__CLOCK_EVERY 64u
+/* After a waiter of a pool saw itself descheduled, the pool's idle waits
+ * (members waiting for work: the waits that yield as they spin) spin only
+ * the throttled budget and sleep without yields for this long. Team waits
+ * (joins, barriers, reserved members between sections) keep their budget:
+ * measured under load (2 processes busy 50 %, an OpenMP co-tenant, 2 CPUs),
+ * throttling them too made back-to-back empty sections sleep twice each
+ * (100 us -> 100 ms per 200 sections), because every sleep hands the CPU to
+ * the load and the next hand-off then finds the partner descheduled. */
+#ifndef TT__STARVED_NS
+#define TT__STARVED_NS 10000000ull
+#endif
 
 bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_policy *pol,
                       tt__wait_stats *stats)
 {
     uint64_t polls = pol->spin_polls;
-    if (pol->throttled && polls > TT__THROTTLED_POLLS)
-        polls = TT__THROTTLED_POLLS;
+    const uint64_t thr = tt__throttled_polls();
+    if (pol->throttled && polls > thr)
+        polls = thr;
     uint64_t last = 0, start = 0;
-    if (polls >= TT__CLOCK_EVERY)
+    /* No yields: the budget is 0 (passive), or this wait gives the CPU
+     * away at once because someone is being starved. */
+    bool no_yields = pol->spin_polls == 0;
+    if (polls >= TT__CLOCK_EVERY) {
         last = start = tt__mono_ns();
-    for (uint64_t i = 0; i < polls; i++) {
+        if (pol->yield_every && stats &&
+            start < atomic_load_explicit(&stats->starved_until_ns, memory_order_relaxed)) {
+            if (polls > thr)
+                polls = thr;
+            no_yields = true;
+        }
+    }
+    uint64_t i;
+    for (i = 0; i < polls; i++) {
         if (atomic_load_explicit(word, memory_order_acquire) != old)
             return true;
         tt__cpu_relax();
@@ -70,12 +222,17 @@ bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_polic
         if ((i & (TT__CLOCK_EVERY - 1)) == TT__CLOCK_EVERY - 1) {
             uint64_t now = tt__mono_ns();
             if (now - last > TT__PREEMPT_NS) {
-                /* Descheduled: throttle this wait to the oversubscribed
-                 * budget from here on, as libgomp does. */
-                if (stats)
+                /* Descheduled: the CPU is wanted elsewhere, maybe by the
+                 * thread this wait is for. Stop spinning and sleep (no
+                 * yields), and throttle the pool's other waits for a while
+                 * (the seed's "throttled after a waiter was descheduled"). */
+                if (stats) {
                     atomic_fetch_add_explicit(&stats->preemptions, 1, memory_order_relaxed);
-                if (polls > i + TT__THROTTLED_POLLS)
-                    polls = i + TT__THROTTLED_POLLS;
+                    atomic_store_explicit(&stats->starved_until_ns, now + TT__STARVED_NS,
+                                          memory_order_relaxed);
+                }
+                no_yields = true;
+                break;
             }
             if (pol->spin_ns && now - start > pol->spin_ns)
                 break;
@@ -84,14 +241,28 @@ bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_polic
             last = now;
         }
     }
-    /* A spin budget of 0 means sleep at once: no yields either. */
-    unsigned yields = pol->spin_polls == 0 ? 0u : TT__YIELDS;
+    unsigned yields = no_yields ? 0u : TT__YIELDS;
+    uint64_t before = yields && polls >= TT__CLOCK_EVERY ? tt__mono_ns() : 0;
     for (unsigned y = 0; y < yields; y++) {
         if (atomic_load_explicit(word, memory_order_acquire) != old)
             return true;
         sched_yield();
+        if (before) {
+            /* A yield that gave the CPU away for long: other threads want
+             * it, so sleep now instead of yielding on (each yield may cost
+             * a scheduler slice on a loaded machine). */
+            uint64_t now = tt__mono_ns();
+            if (now - before > TT__PREEMPT_NS)
+                break;
+            before = now;
+        }
     }
-    return atomic_load_explicit(word, memory_order_acquire) != old;
+    if (atomic_load_explicit(word, memory_order_acquire) != old)
+        return true;
+    /* The slow path (the caller sleeps next): count what this wait spun. */
+    if (stats && i)
+        atomic_fetch_add_explicit(&stats->spun_polls, i, memory_order_relaxed);
+    return false;
 }
 
 uint32_t tt__event_wait_ne(tt__event *ev, uint32_t old, const tt__wait_policy *pol,
@@ -189,4 +360,29 @@ bool tt__test_spin_once(uint64_t spin_polls, bool throttled)
     _Atomic uint32_t word = 0;
     tt__wait_policy pol = {.spin_polls = spin_polls, .throttled = throttled};
     return tt__wait_spin_ne(&word, 0, &pol, NULL);
+}
+
+/* Test hook: one spin of `spin_polls` polls on a word that never changes,
+ * counted in a set of counters kept between calls (zeroed when `reset`),
+ * with the yield cadence of an idle member when `yield_every` is not 0.
+ * Returns the spin's wall time in nanoseconds and the counters' preemptions
+ * and starved_until_ns. A waiter that is descheduled during the spin stops
+ * it, and a later idle spin (yield_every != 0) within TT__STARVED_NS spins
+ * the throttled budget. */
+uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool reset,
+                             uint64_t *preemptions, uint64_t *starved_until,
+                             uint64_t *spun)
+{
+    static tt__wait_stats st;
+    if (reset)
+        memset(&st, 0, sizeof st);
+    _Atomic uint32_t word = 0;
+    tt__wait_policy pol = {.spin_polls = spin_polls, .yield_every = yield_every};
+    uint64_t t0 = tt__mono_ns();
+    (void)tt__wait_spin_ne(&word, 0, &pol, &st);
+    uint64_t dt = tt__mono_ns() - t0;
+    *preemptions = atomic_load_explicit(&st.preemptions, memory_order_relaxed);
+    *starved_until = atomic_load_explicit(&st.starved_until_ns, memory_order_relaxed);
+    *spun = atomic_load_explicit(&st.spun_polls, memory_order_relaxed);
+    return dt;
 }

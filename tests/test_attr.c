@@ -55,11 +55,14 @@ START_TEST(test_attr_defaults)
     ck_assert_uint_eq(ns, 1000000000u);
     uint64_t polls = 0;
     ck_rc(tt_pool_attr_get_spin_polls(a, &polls), TT_OK);
+    /* unset, it reads OpenMP's settings (test_waits checks those) */
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) {
 #if defined(__aarch64__)
-    ck_assert_uint_eq(polls, (uint64_t)1 << 21);
+        ck_assert_uint_eq(polls, (uint64_t)1 << 21);
 #else
-    ck_assert_uint_eq(polls, 300000u);
+        ck_assert_uint_eq(polls, 300000u);
 #endif
+    }
     on = true;
     ck_rc(tt_pool_attr_get_pin_participants(a, &on), TT_OK);
     ck_assert(!on);

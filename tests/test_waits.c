@@ -11,6 +11,8 @@
  */
 #include "tt_test.h"
 
+#include <sys/wait.h>
+
 #if TT_PARALLEL_ENABLED
 #include <omp.h>
 #endif
@@ -269,6 +271,266 @@ START_TEST(test_external_member_root_width)
 END_TEST
 #endif
 
+/* ------------------------------------------------------------------------ */
+/* The wait policy follows OpenMP's settings                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tt__omp_waits_t {
+    uint64_t spin_polls, throttled_polls;
+    int policy;
+    bool spincount_set;
+} tt__omp_waits_t; /* lib/internal.h's tt__omp_waits */
+void tt__omp_waits_parse(const char *policy, const char *spincount, tt__omp_waits_t *out);
+uint64_t tt__test_pool_spun_polls(const tt_pool *pool);
+
+static uint64_t default_spin(void)
+{
+#if defined(__aarch64__)
+    return (uint64_t)1 << 21;
+#else
+    return 300000u;
+#endif
+}
+
+/* The parser reads what libgomp reads (GCC 12 env.c). */
+START_TEST(test_wait_env_parse)
+{
+    static const struct {
+        const char *pol, *sc;
+        uint64_t spin, thr;
+        int policy;
+    } cases[] = {
+        {NULL, NULL, 0, 100, -1}, /* spin 0 here means "the default" */
+        {"passive", NULL, 0, 0, 0},
+        {" PASSIVE ", NULL, 0, 0, 0},
+        {"active", NULL, 30000000000ull, 1000, 1},
+        {"Active", "0", 0, 0, 1},
+        {"bogus", NULL, 0, 100, -1},
+        {"passivex", NULL, 0, 100, -1},
+        {NULL, "0", 0, 0, -1},
+        {NULL, "50", 50, 50, -1},
+        {NULL, "10k", 10000, 100, -1},
+        {NULL, " 2M ", 2000000, 100, -1},
+        {NULL, "3G", 3000000000ull, 100, -1},
+        {NULL, "infinite", UINT64_MAX, 100, -1},
+        {NULL, "Infinity", UINT64_MAX, 100, -1},
+        {NULL, "-5", 0, 100, -1},
+        {NULL, "12x", 0, 100, -1},
+        {"passive", "20000", 20000, 0, 0},
+        {"active", "500", 500, 500, 1},
+    };
+    for (size_t i = 0; i < TT_ARRAY_LEN(cases); i++) {
+        tt__omp_waits_t w;
+        memset(&w, 0xa5, sizeof w);
+        tt__omp_waits_parse(cases[i].pol, cases[i].sc, &w);
+        uint64_t spin = cases[i].spin;
+        if (spin == 0 && cases[i].policy != 0 && !(cases[i].sc && cases[i].sc[0] == '0'))
+            spin = default_spin();
+        ck_assert_msg(w.policy == cases[i].policy, "case %zu: policy %d", i, w.policy);
+        ck_assert_msg(w.spin_polls == spin, "case %zu: spin %llu", i,
+                      (unsigned long long)w.spin_polls);
+        ck_assert_msg(w.throttled_polls == cases[i].thr, "case %zu: throttled %llu", i,
+                      (unsigned long long)w.throttled_polls);
+    }
+}
+END_TEST
+
+typedef struct uneven {
+    unsigned spin_us; /* rank 0 works this long, the others wait for it */
+} uneven;
+
+static void uneven_section(void *arg, tt_section *s)
+{
+    uneven *u = arg;
+    if (tt_section_rank(s) == 0) {
+        uint64_t t0 = tt_now_ns();
+        while (tt_now_ns() - t0 < (uint64_t)u->spin_us * 1000u)
+            ;
+    }
+}
+
+static void uneven_scope(void *arg, tt_scope *scope)
+{
+    for (unsigned i = 0; i < 20; i++)
+        tt_scope_run(scope, uneven_section, arg);
+}
+
+static void uneven_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)child;
+    uneven *u = arg;
+    if (i == 0) {
+        uint64_t t0 = tt_now_ns();
+        while (tt_now_ns() - t0 < (uint64_t)u->spin_us * 1000u)
+            ;
+    }
+}
+
+/* Waits on `pool` that must sleep (the other side works far longer than
+ * any spin): a team scope whose rank 0 works, and roots whose job 0 works.
+ * Returns the number of sleeps the pool counted. */
+static uint64_t sleepy_waits(tt_pool *pool, unsigned work_us)
+{
+    uneven u = {work_us};
+    unsigned w = tt_pool_width(pool);
+    for (unsigned r = 0; r < 5; r++) {
+        tt_exec ex;
+        if (tt_exec_init(&ex, pool, w) != TT_OK || tt_team_scope(&ex, uneven_scope, &u) != TT_OK)
+            return 0;
+        if (tt_exec_init(&ex, pool, w) != TT_OK || tt_fork(&ex, w, uneven_job, &u) != TT_OK)
+            return 0;
+    }
+    tt_wait_counts c;
+    tt_pool_wait_counts(pool, &c);
+    return c.join_sleeps + c.barrier_sleeps + c.member_parks;
+}
+
+/* The child of the environment tests: `--wait-child EXPECT` checks that a
+ * default pool took EXPECT spin polls from the environment, and, when EXPECT
+ * is 0, that its waits slept without spinning a single poll while a pool
+ * whose spin_polls is set explicitly still spins. Exit status 0 = pass. */
+static int wait_child(uint64_t expect)
+{
+    tt_pool_attr *a;
+    uint64_t v = 1;
+    if (tt_pool_attr_create(&a) != TT_OK || tt_pool_attr_get_spin_polls(a, &v) != TT_OK)
+        return 10;
+    if (v != expect) {
+        fprintf(stderr, "attr default spin_polls %llu, expected %llu\n", (unsigned long long)v,
+                (unsigned long long)expect);
+        return 11;
+    }
+    tt_pool *p;
+    if (tt_pool_create(&p, NULL) != TT_OK)
+        return 12;
+    if (tt_pool_spin_polls(p) != expect) {
+        fprintf(stderr, "pool spin_polls %llu, expected %llu\n",
+                (unsigned long long)tt_pool_spin_polls(p), (unsigned long long)expect);
+        return 13;
+    }
+    if (expect == 0 && tt_pool_width(p) >= 2) {
+        uint64_t sleeps = sleepy_waits(p, 2000);
+        uint64_t spun = tt__test_pool_spun_polls(p);
+        if (sleeps == 0 || spun != 0) {
+            fprintf(stderr, "passive: %llu sleeps, %llu polls spun before them\n",
+                    (unsigned long long)sleeps, (unsigned long long)spun);
+            return 14;
+        }
+        /* an explicit attribute still wins */
+        tt_pool *q;
+        tt_pool_attr_set_spin_polls(a, 2000);
+        if (tt_pool_create(&q, a) != TT_OK || tt_pool_spin_polls(q) != 2000)
+            return 15;
+        /* (its waits yield 16 times after the spin, which on a loaded
+         * machine can outlast the other side's work: work longer then) */
+        sleeps = 0;
+        for (unsigned us = 5000; sleeps == 0 && us <= 80000; us *= 2)
+            sleeps = sleepy_waits(q, us);
+        spun = tt__test_pool_spun_polls(q);
+        if (sleeps == 0 || spun == 0) {
+            fprintf(stderr, "explicit 2000: %llu sleeps, %llu polls spun\n",
+                    (unsigned long long)sleeps, (unsigned long long)spun);
+            return 16;
+        }
+        tt_pool_destroy(q);
+    }
+    tt_pool_destroy(p);
+    tt_pool_attr_destroy(a);
+    return 0;
+}
+
+static int run_child(const char *policy, const char *spincount, uint64_t expect)
+{
+    char arg[32];
+    snprintf(arg, sizeof arg, "%llu", (unsigned long long)expect);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (policy)
+            setenv("OMP_WAIT_POLICY", policy, 1);
+        else
+            unsetenv("OMP_WAIT_POLICY");
+        if (spincount)
+            setenv("GOMP_SPINCOUNT", spincount, 1);
+        else
+            unsetenv("GOMP_SPINCOUNT");
+        execl("/proc/self/exe", "test_waits", "--wait-child", arg, (char *)NULL);
+        _exit(99);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+START_TEST(test_wait_policy_from_env)
+{
+    ck_assert_int_eq(run_child(NULL, NULL, default_spin()), 0);
+    ck_assert_int_eq(run_child("passive", NULL, 0), 0);
+    ck_assert_int_eq(run_child("active", NULL, 30000000000ull), 0);
+    ck_assert_int_eq(run_child(NULL, "12k", 12000), 0);
+    ck_assert_int_eq(run_child("passive", "0", 0), 0);
+}
+END_TEST
+
+/* A waiter that sees it was descheduled stops spinning and sleeps, and the
+ * pool's next idle waits spin only the throttled budget: two threads on one
+ * CPU, one busy, one spinning 2^40 polls (hours) on a word that never
+ * changes. Without the detection the spin never ends (Check's timeout). */
+typedef struct busy_arg {
+    _Atomic int stop;
+    int cpu;
+} busy_arg;
+
+static void *busy_main(void *p)
+{
+    busy_arg *b = p;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(b->cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+    while (!atomic_load_explicit(&b->stop, memory_order_relaxed))
+        ;
+    return NULL;
+}
+
+uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool reset,
+                             uint64_t *preemptions, uint64_t *starved_until,
+                             uint64_t *spun);
+
+START_TEST(test_descheduled_waiter_sleeps)
+{
+    cpu_set_t old, set;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof old, &old), 0);
+    int cpu = -1;
+    for (int c = 0; c < CPU_SETSIZE && cpu < 0; c++)
+        if (CPU_ISSET(c, &old))
+            cpu = c;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof set, &set), 0);
+    busy_arg b = {.cpu = cpu};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, busy_main, &b), 0);
+    uint64_t preempt = 0, until = 0, spun = 0, p2, u2, spun2;
+    uint64_t ns = tt__test_spin_stats(1ull << 40, 0, true, &preempt, &until, &spun);
+    /* Right after: the pool counts as starving someone, so a long spin is
+     * cut to the throttled budget although nothing deschedules it now. */
+    atomic_store(&b.stop, 1);
+    pthread_join(th, NULL);
+    /* an idle wait (one that yields as it spins, as members waiting for
+     * work do) */
+    uint64_t ns2 = tt__test_spin_stats(1ull << 40, 16, false, &p2, &u2, &spun2);
+    sched_setaffinity(0, sizeof old, &old);
+    ck_assert_uint_ge(preempt, 1);
+    ck_assert_uint_gt(until, 0);
+    ck_assert_msg(ns < 2000000000ull, "spin ran %llu ns", (unsigned long long)ns);
+    ck_assert_msg(ns2 < 100000000ull, "second spin ran %llu ns", (unsigned long long)ns2);
+    /* the second spin ran the throttled budget (100 polls), even if it was
+     * descheduled again on this shared machine */
+    ck_assert_msg(spun2 - spun <= 100, "second spin spun %llu polls",
+                  (unsigned long long)(spun2 - spun));
+}
+END_TEST
+
 static Suite *waits_suite(void)
 {
     Suite *s = suite_create("waits");
@@ -279,7 +541,18 @@ static Suite *waits_suite(void)
     tcase_add_test(tc, test_external_callee_calls_back);
     tcase_add_test(tc, test_external_member_root_width);
 #endif
+    TCase *pol = tt_tcase(s, "policy", 120);
+    tcase_add_test(pol, test_wait_env_parse);
+    tcase_add_test(pol, test_descheduled_waiter_sleeps);
+#if TT_PARALLEL_ENABLED
+    tcase_add_test(pol, test_wait_policy_from_env);
+#endif
     return s;
 }
 
-int main(void) { return tt_run_suite(waits_suite()); }
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--wait-child"))
+        return wait_child(strtoull(argv[2], NULL, 10));
+    return tt_run_suite(waits_suite());
+}
