@@ -390,7 +390,9 @@ check-stress: configure-default
 	else echo "FAIL: test_faults.sh (full)"; fail=$$(( fail + 1 )); fi; \
 	echo "==> $(BUILD_ASAN)/tests/fuzz --sequences $(FUZZ_SEQUENCES) (AddressSanitizer, ledger)"; \
 	if $(MAKE) -s -C $(BUILD_ASAN)/tests -j$(JOBS) fuzz >/dev/null && \
-	   env ASAN_OPTIONS="$(ASAN_OPTIONS_VALUE)" $(BUILD_ASAN)/tests/fuzz --sequences $(FUZZ_SEQUENCES); then \
+	   sh $(SRC)/tests/errors_from_header.sh $(BUILD_ASAN)/include/threadteam.h > $(BUILD_ASAN)/tests/fuzz-errors.txt && \
+	   env ASAN_OPTIONS="$(ASAN_OPTIONS_VALUE)" FUZZ_ERRORS=$(BUILD_ASAN)/tests/fuzz-errors.txt \
+	     $(BUILD_ASAN)/tests/fuzz --sequences $(FUZZ_SEQUENCES); then \
 	  pass=$$(( pass + 1 )); \
 	else echo "FAIL: fuzz (asan)"; fail=$$(( fail + 1 )); fi; \
 	echo "check-stress: $$pass passed, $$fail failed"; \
