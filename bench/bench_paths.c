@@ -276,7 +276,7 @@ int main(int argc, char **argv)
                 sizes[nsizes++] = (size_t)strtoull(t, NULL, 10);
         } else {
             fprintf(stderr, "usage: bench_paths --system omp|tt --scenario "
-                            "ranges|coexist|alternate|external|other-thread"
+                            "ranges|ranges-free|coexist|alternate|external|other-thread"
                             " [--n LIST] [--reps N] [--calls N]\n"
                             "       bench_paths --busy P | --cotenant P   (load helpers)\n");
             return 2;
@@ -288,10 +288,23 @@ int main(int argc, char **argv)
     double *rep_us = calloc((size_t)reps, sizeof *rep_us);
     samples smp = {0};
     tt_pool *pool = NULL;
-    if (tt && tt_pool_create(&pool, NULL) != TT_OK) {
+    /* ranges-free: the same ranges on a pool whose owner declared its shares
+     * OpenMP-free (tt_pool_attr_set_isolate_shares(false)): no nested
+     * one-thread region per participant. */
+    bool free_shares = !strcmp(scenario, "ranges-free");
+    tt_pool_attr *pa = NULL;
+    if (tt && free_shares &&
+        (tt_pool_attr_create(&pa) != TT_OK || tt_pool_attr_set_isolate_shares(pa, false) != TT_OK)) {
+        fprintf(stderr, "bench_paths: attributes failed\n");
+        return 1;
+    }
+    if (tt && tt_pool_create(&pool, pa) != TT_OK) {
         fprintf(stderr, "bench_paths: tt_pool_create failed\n");
         return 1;
     }
+    tt_pool_attr_destroy(pa);
+    if (free_shares)
+        scenario = "ranges";
     unsigned W = (unsigned)omp_get_max_threads();
 
     if (!strcmp(scenario, "ranges")) {
@@ -325,7 +338,7 @@ int main(int argc, char **argv)
             }
             char param[32];
             snprintf(param, sizeof param, "n=%zu", n);
-            report("ranges", param, rep_us, reps, &smp);
+            report(free_shares ? "ranges-free" : "ranges", param, rep_us, reps, &smp);
             free(x);
             free(y);
         }
