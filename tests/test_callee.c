@@ -16,7 +16,9 @@
  *    threads calling back into the pool waited for the slots the external
  *    held: a hang (test_callee_sets_default_allocator).
  *
- * Pool work is counted in user code, the callee's threads included.
+ * Pool work is counted in user code, the callee's threads included. The
+ * OpenMP regions of this file are in functions named ttomp_* (TSan cannot
+ * see libgomp's hand-offs; tests/tsan.supp names the prefix).
  */
 #include "tt_test.h"
 
@@ -46,7 +48,7 @@ static void count_job(void *arg, unsigned i, tt_exec *child)
 /* The callee replaces its default allocator, then each of its threads
  * enters the pool (a root of the full width): the threads hold the
  * external's width already, so they must run (inline), never wait. */
-static void callee_own_allocator(void *arg, unsigned width)
+static void ttomp_callee_own_allocator(void *arg, unsigned width)
 {
     shared_count *c = arg;
     omp_allocator_handle_t mine = omp_init_allocator(omp_default_mem_space, 0, NULL);
@@ -73,7 +75,7 @@ START_TEST(test_callee_sets_default_allocator)
     for (int r = 0; r < 20; r++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, c.pool, w), TT_OK);
-        ck_assert_int_eq(tt_external(&ex, callee_own_allocator, &c), TT_OK);
+        ck_assert_int_eq(tt_external(&ex, ttomp_callee_own_allocator, &c), TT_OK);
     }
     ck_assert_uint_eq(atomic_load(&c.jobs), 20 * w * 2);
     ck_assert_int_le(tt_live_max(&c.live), (int)w);
@@ -87,7 +89,7 @@ END_TEST
 static void member_external_job(void *arg, unsigned i, tt_exec *child)
 {
     (void)i;
-    int rc = tt_external(child, callee_own_allocator, arg);
+    int rc = tt_external(child, ttomp_callee_own_allocator, arg);
     TT_CHECK(rc == TT_OK, "member's external: %s", tt_status_name(rc));
 }
 
@@ -110,7 +112,7 @@ START_TEST(test_callee_sets_default_allocator_nested)
 END_TEST
 
 /* A callee that keeps the pool's whole width busy for a while. */
-static void callee_busy(void *arg, unsigned width)
+static void ttomp_callee_busy(void *arg, unsigned width)
 {
     shared_count *c = arg;
 #pragma omp parallel num_threads(width)
@@ -130,7 +132,7 @@ static void *external_thread(void *arg)
         tt_exec ex;
         int rc = tt_exec_init(&ex, c->pool, c->width);
         if (rc == TT_OK)
-            rc = tt_external(&ex, callee_busy, c);
+            rc = tt_external(&ex, ttomp_callee_busy, c);
         TT_CHECK(rc == TT_OK, "external: %s", tt_status_name(rc));
     }
     return NULL;
@@ -185,7 +187,7 @@ typedef struct alloc_seen {
     _Atomic unsigned misaligned, calls;
 } alloc_seen;
 
-static void callee_allocates(void *arg, unsigned width)
+static void ttomp_callee_allocates(void *arg, unsigned width)
 {
     alloc_seen *a = arg;
 #pragma omp parallel num_threads(width)
@@ -210,7 +212,7 @@ START_TEST(test_callee_sees_app_allocator)
     alloc_seen a = {0};
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
-    ck_assert_int_eq(tt_external(&ex, callee_allocates, &a), TT_OK);
+    ck_assert_int_eq(tt_external(&ex, ttomp_callee_allocates, &a), TT_OK);
     ck_assert_uint_eq(atomic_load(&a.calls), 16);
     ck_assert_uint_eq(atomic_load(&a.misaligned), 0);
     ck_assert(omp_get_default_allocator() == app);
