@@ -14,12 +14,42 @@
 
 #if TT_HAVE_OPENMP
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Which runtime the library's omp_* calls land in: LLVM's libomp (also
+ * Intel's libiomp5) or GCC's libgomp. Decided by the module that defines
+ * the omp_get_level the library calls, so that a GCC-built library loaded
+ * by a clang-built application (libomp's GOMP layer answering) counts as
+ * libomp too. Two differences matter here: libomp keeps the workers of a
+ * private crew's region in its process-wide thread pool after the region
+ * ends (they never exit, omp_join must not wait for them), and its host
+ * `teams` construct is not libgomp's ICV-only one (omp_callee_call). */
+static _Atomic int runtime_kind; /* 0: not known yet, 1: libgomp, 2: libomp */
+
+static bool omp_runtime_is_libomp(void)
+{
+    int k = atomic_load_explicit(&runtime_kind, memory_order_relaxed);
+    if (k == 0) {
+        Dl_info di;
+        k = 1;
+        if (dladdr((void *)&omp_get_level, &di) && di.dli_fname &&
+            (strstr(di.dli_fname, "libomp") || strstr(di.dli_fname, "libiomp")))
+            k = 2;
+        else if (dlsym(RTLD_DEFAULT, "__kmpc_fork_call") && !dlsym(RTLD_DEFAULT, "GOMP_teams_reg"))
+            k = 2; /* linked statically into the program: no libgomp at all */
+        atomic_store_explicit(&runtime_kind, k, memory_order_relaxed);
+    }
+    return k == 2;
+}
+
+bool tt__omp_runtime_is_libomp(void);
+bool tt__omp_runtime_is_libomp(void) { return omp_runtime_is_libomp(); }
 
 static void *omp_host_main(void *p)
 {
@@ -79,6 +109,11 @@ static void omp_join(tt__crew *c)
         return;
     pthread_join(c->host, NULL);
     c->host_started = false;
+    /* libomp: the region's end barrier has passed (every member left
+     * tt__member_main), and its workers went back to libomp's thread pool,
+     * where they stay for the life of the process: nothing to wait for. */
+    if (omp_runtime_is_libomp())
+        return;
     uint32_t got = atomic_load_explicit(&c->got, memory_order_acquire);
     for (uint32_t k = 1; k < got && k < c->width; k++)
         omp_wait_gone(c->members[k].tid);
@@ -440,7 +475,10 @@ static void omp_callee_call(void *mark, void (*fn)(void *ctx), void *ctx)
     callee_mark *m = mark;
     int tl = omp_get_thread_limit();
     /* The process's own thread limit stays in force: no tag then. */
-    if (!m || (tl != INT_MAX && !tag_find())) {
+    /* libomp runs a host `teams` construct as a league with a master
+     * thread of its own, not libgomp's ICV change on the calling thread:
+     * no tag there, the allocator mark alone marks the callee. */
+    if (!m || (tl != INT_MAX && !tag_find()) || omp_runtime_is_libomp()) {
         fn(ctx);
         return;
     }
