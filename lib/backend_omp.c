@@ -27,8 +27,8 @@
  * the omp_get_level the library calls, so that a GCC-built library loaded
  * by a clang-built application (libomp's GOMP layer answering) counts as
  * libomp too. Two differences matter here: libomp keeps the workers of a
- * private crew's region in its process-wide thread pool after the region
- * ends (they never exit, omp_join must not wait for them), and its host
+ * region in its process-wide thread pool after the region ends (a private
+ * crew's members are plain threads there, plain_host_main), and its host
  * `teams` construct is not libgomp's ICV-only one (omp_callee_call). */
 static _Atomic int runtime_kind; /* 0: not known yet, 1: libgomp, 2: libomp */
 
@@ -68,6 +68,55 @@ static void *omp_host_main(void *p)
     return NULL;
 }
 
+/*
+ * Under libomp a private crew is not an OpenMP region: libomp takes a new
+ * region's workers from its process-wide thread pool (the application's
+ * idle threads) and puts them back when the region ends, so the members of
+ * a dedicated pool would neither get the pool's stack size nor exit at its
+ * destroy, and would carry its thread names and CPU set into the
+ * application's later regions. The host thread starts members 1..W-1 as
+ * plain threads (the pool's stack size), runs member 0 itself, and joins
+ * them when they leave. A member's index lives in a thread-local
+ * (level1_thread_num), and a member counts as inside a parallel region
+ * (in_parallel), which is what it is to the library under libgomp.
+ */
+static _Thread_local int plain_member_k = -1;
+
+static void *plain_member_main(void *p)
+{
+    tt__member *m = p;
+    plain_member_k = (int)m->index;
+    tt__member_main(m->crew, m->index);
+    plain_member_k = -1;
+    return NULL;
+}
+
+static void *plain_host_main(void *p)
+{
+    tt__crew *c = p;
+    unsigned n = 1;
+    pthread_t *t = calloc(c->width, sizeof *t);
+    pthread_attr_t pa;
+    bool attr_ok = t && pthread_attr_init(&pa) == 0;
+    if (attr_ok) {
+        (void)pthread_attr_setstacksize(&pa, c->attr.stack_size);
+        for (unsigned k = 1; k < c->width; k++, n++)
+            if (tt__thread_create(&t[k], &pa, plain_member_main, &c->members[k]) != 0)
+                break;
+        pthread_attr_destroy(&pa);
+    }
+    /* A short count makes tt__crew_create tell members 0..n-1 to leave and
+     * refuse (TT_ESHORTTEAM), as for a short OpenMP team. */
+    atomic_store_explicit(&c->got, (uint32_t)n, memory_order_release);
+    plain_member_k = 0;
+    tt__member_main(c, 0);
+    plain_member_k = -1;
+    for (unsigned k = 1; k < n; k++)
+        pthread_join(t[k], NULL);
+    free(t);
+    return NULL;
+}
+
 static int omp_start(tt__crew *c)
 {
     pthread_attr_t pa;
@@ -75,7 +124,8 @@ static int omp_start(tt__crew *c)
         return TT_ENOMEM;
     int rc = pthread_attr_setstacksize(&pa, c->attr.stack_size);
     if (rc == 0)
-        rc = tt__thread_create(&c->host, &pa, omp_host_main, c);
+        rc = tt__thread_create(&c->host, &pa,
+                               omp_runtime_is_libomp() ? plain_host_main : omp_host_main, c);
     pthread_attr_destroy(&pa);
     if (rc == EINVAL)
         return TT_EINVAL;
@@ -109,9 +159,7 @@ static void omp_join(tt__crew *c)
         return;
     pthread_join(c->host, NULL);
     c->host_started = false;
-    /* libomp: the region's end barrier has passed (every member left
-     * tt__member_main), and its workers went back to libomp's thread pool,
-     * where they stay for the life of the process: nothing to wait for. */
+    /* libomp: the host thread joined its members (plain_host_main). */
     if (omp_runtime_is_libomp())
         return;
     uint32_t got = atomic_load_explicit(&c->got, memory_order_acquire);
@@ -251,7 +299,7 @@ static void omp_isolate(void (*fn)(void *ctx), void *ctx)
     }
 }
 
-static bool omp_in_parallel_any(void) { return omp_get_level() > 0; }
+static bool omp_in_parallel_any(void) { return omp_get_level() > 0 || plain_member_k >= 0; }
 
 /* The width of the application's own regions: nthreads-var, or 1 when
  * OMP_MAX_ACTIVE_LEVELS=0 serialises every region. */
@@ -287,6 +335,8 @@ static bool omp_places_cpus(cpu_set_t *set)
 
 static int omp_level1_thread_num(void)
 {
+    if (plain_member_k >= 0)
+        return plain_member_k;
     if (omp_get_level() < 1)
         return -1;
     return omp_get_ancestor_thread_num(1);
