@@ -82,9 +82,16 @@ static void *omp_host_main(void *p)
  */
 static _Thread_local int plain_member_k = -1;
 
+/* libomp makes a thread a root of its own at the thread's first OpenMP
+ * call, and binds it to a place then where OMP_PROC_BIND is set: that
+ * call is made first, so that the member's CPU set (tt__member_main)
+ * comes after it and holds. */
+static void plain_register(void) { (void)omp_get_max_threads(); }
+
 static void *plain_member_main(void *p)
 {
     tt__member *m = p;
+    plain_register();
     plain_member_k = (int)m->index;
     tt__member_main(m->crew, m->index);
     plain_member_k = -1;
@@ -108,6 +115,7 @@ static void *plain_host_main(void *p)
     /* A short count makes tt__crew_create tell members 0..n-1 to leave and
      * refuse (TT_ESHORTTEAM), as for a short OpenMP team. */
     atomic_store_explicit(&c->got, (uint32_t)n, memory_order_release);
+    plain_register();
     plain_member_k = 0;
     tt__member_main(c, 0);
     plain_member_k = -1;
