@@ -324,6 +324,12 @@ static unsigned omp_max_threads(void)
 
 static bool omp_places_cpus(cpu_set_t *set)
 {
+    /* libomp lists places (the machine's, from the initial mask) even when
+     * nothing binds: then the calling thread's own set counts, as with
+     * libgomp, which lists places only when OMP_PLACES or OMP_PROC_BIND
+     * asked for them. */
+    if (omp_runtime_is_libomp() && omp_get_proc_bind() == omp_proc_bind_false)
+        return false;
     int np = omp_get_num_places();
     if (np <= 0)
         return false;
