@@ -28,11 +28,8 @@
  * by a clang-built application (libomp's GOMP layer answering) counts as
  * libomp too. Two differences matter here: libomp keeps the workers of a
  * region in its process-wide thread pool after the region ends (a private
- * crew's members are plain threads there, plain_host_main). (Its host
- * `teams num_teams(1)` runs the body on the calling thread, with the
- * thread_limit inherited by nested regions and put back after, inside a
- * parallel region too: the callee tag works as on libgomp; checked with
- * libomp 14.) */
+ * crew's members are plain threads there, plain_host_main), and its host
+ * `teams` construct leaves its thread_limit behind (omp_callee_call). */
 static _Atomic int runtime_kind; /* 0: not known yet, 1: libgomp, 2: libomp */
 
 static bool omp_runtime_is_libomp(void)
@@ -414,7 +411,7 @@ static void omp_external_leave(const int saved[4])
  *    outside every parallel region; libgomp runs it the same way inside
  *    one (a member's nested external), which is what the library relies on
  *    there (checked with GCC 12; backend_omp.c is the only place to
- *    revisit for another runtime; LLVM libomp 14 does the same).
+ *    revisit for another runtime; not used on LLVM libomp, omp_callee_call).
  *  - The allocator mark: def-allocator-var becomes an allocator of the
  *    library's own that forwards every allocation to the allocator that
  *    was in force (a pool of one byte whose fallback is that allocator), so
@@ -536,29 +533,19 @@ static void omp_callee_unmark(void *mark)
     pthread_mutex_unlock(&mark_lock);
 }
 
-/* libomp caps the threads of a parallel region inside a host `teams` at
- * KMP_TEAMS_THREAD_LIMIT (default: the machine's processors), whatever the
- * thread_limit clause asks: a callee wider than that (nthreads-var holds
- * the external's width here) gets no tag, only the allocator mark, so that
- * its region keeps its exact width. */
-static bool libomp_teams_room(void)
-{
-    if (!omp_runtime_is_libomp())
-        return true;
-    int cap = omp_get_num_procs();
-    const char *e = getenv("KMP_TEAMS_THREAD_LIMIT");
-    if (e && atoi(e) > 0 && atoi(e) < cap)
-        cap = atoi(e);
-    return omp_get_max_threads() <= cap;
-}
-
 /* Call fn(ctx) with the mark's tag in force (see above). */
 static void omp_callee_call(void *mark, void (*fn)(void *ctx), void *ctx)
 {
     callee_mark *m = mark;
     int tl = omp_get_thread_limit();
     /* The process's own thread limit stays in force: no tag then. */
-    if (!m || (tl != INT_MAX && !tag_find()) || !libomp_teams_room()) {
+    /* libomp (checked with 14): a host `teams num_teams(1)` runs on the
+     * calling thread, but the thread_limit it sets stays behind in the
+     * ICVs of the threads of the callee's regions (a hot team's worker
+     * still holds the tag after the external returned) and caps the
+     * callee's regions at the processors (KMP_TEAMS_THREAD_LIMIT): no tag
+     * there, the allocator mark alone marks the callee. */
+    if (!m || (tl != INT_MAX && !tag_find()) || omp_runtime_is_libomp()) {
         fn(ctx);
         return;
     }
