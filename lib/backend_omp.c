@@ -48,9 +48,6 @@ static bool omp_runtime_is_libomp(void)
     return k == 2;
 }
 
-bool tt__omp_runtime_is_libomp(void);
-bool tt__omp_runtime_is_libomp(void) { return omp_runtime_is_libomp(); }
-
 static void *omp_host_main(void *p)
 {
     tt__crew *c = p;
