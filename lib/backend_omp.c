@@ -14,12 +14,39 @@
 
 #if TT_HAVE_OPENMP
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Which runtime the library's omp_* calls land in: LLVM's libomp (also
+ * Intel's libiomp5) or GCC's libgomp. Decided by the module that defines
+ * the omp_get_level the library calls, so that a GCC-built library loaded
+ * by a clang-built application (libomp's GOMP layer answering) counts as
+ * libomp too. Two differences matter here: libomp keeps the workers of a
+ * region in its process-wide thread pool after the region ends (a private
+ * crew's members are plain threads there, plain_host_main), and its host
+ * `teams` construct leaves its thread_limit behind (omp_callee_call). */
+static _Atomic int runtime_kind; /* 0: not known yet, 1: libgomp, 2: libomp */
+
+static bool omp_runtime_is_libomp(void)
+{
+    int k = atomic_load_explicit(&runtime_kind, memory_order_relaxed);
+    if (k == 0) {
+        Dl_info di;
+        k = 1;
+        if (dladdr((void *)&omp_get_level, &di) && di.dli_fname &&
+            (strstr(di.dli_fname, "libomp") || strstr(di.dli_fname, "libiomp")))
+            k = 2;
+        else if (dlsym(RTLD_DEFAULT, "__kmpc_fork_call") && !dlsym(RTLD_DEFAULT, "GOMP_teams_reg"))
+            k = 2; /* linked statically into the program: no libgomp at all */
+        atomic_store_explicit(&runtime_kind, k, memory_order_relaxed);
+    }
+    return k == 2;
+}
 
 static void *omp_host_main(void *p)
 {
@@ -38,6 +65,63 @@ static void *omp_host_main(void *p)
     return NULL;
 }
 
+/*
+ * Under libomp a private crew is not an OpenMP region: libomp takes a new
+ * region's workers from its process-wide thread pool (the application's
+ * idle threads) and puts them back when the region ends, so the members of
+ * a dedicated pool would neither get the pool's stack size nor exit at its
+ * destroy, and would carry its thread names and CPU set into the
+ * application's later regions. The host thread starts members 1..W-1 as
+ * plain threads (the pool's stack size), runs member 0 itself, and joins
+ * them when they leave. A member's index lives in a thread-local
+ * (level1_thread_num), and a member counts as inside a parallel region
+ * (in_parallel), which is what it is to the library under libgomp.
+ */
+static _Thread_local int plain_member_k = -1;
+
+/* libomp makes a thread a root of its own at the thread's first OpenMP
+ * call, and binds it to a place then where OMP_PROC_BIND is set: that
+ * call is made first, so that the member's CPU set (tt__member_main)
+ * comes after it and holds. */
+static void plain_register(void) { (void)omp_get_max_threads(); }
+
+static void *plain_member_main(void *p)
+{
+    tt__member *m = p;
+    plain_register();
+    plain_member_k = (int)m->index;
+    tt__member_main(m->crew, m->index);
+    plain_member_k = -1;
+    return NULL;
+}
+
+static void *plain_host_main(void *p)
+{
+    tt__crew *c = p;
+    unsigned n = 1;
+    pthread_t *t = calloc(c->width, sizeof *t);
+    pthread_attr_t pa;
+    bool attr_ok = t && pthread_attr_init(&pa) == 0;
+    if (attr_ok) {
+        (void)pthread_attr_setstacksize(&pa, c->attr.stack_size);
+        for (unsigned k = 1; k < c->width; k++, n++)
+            if (tt__thread_create(&t[k], &pa, plain_member_main, &c->members[k]) != 0)
+                break;
+        pthread_attr_destroy(&pa);
+    }
+    /* A short count makes tt__crew_create tell members 0..n-1 to leave and
+     * refuse (TT_ESHORTTEAM), as for a short OpenMP team. */
+    atomic_store_explicit(&c->got, (uint32_t)n, memory_order_release);
+    plain_register();
+    plain_member_k = 0;
+    tt__member_main(c, 0);
+    plain_member_k = -1;
+    for (unsigned k = 1; k < n; k++)
+        pthread_join(t[k], NULL);
+    free(t);
+    return NULL;
+}
+
 static int omp_start(tt__crew *c)
 {
     pthread_attr_t pa;
@@ -45,7 +129,8 @@ static int omp_start(tt__crew *c)
         return TT_ENOMEM;
     int rc = pthread_attr_setstacksize(&pa, c->attr.stack_size);
     if (rc == 0)
-        rc = tt__thread_create(&c->host, &pa, omp_host_main, c);
+        rc = tt__thread_create(&c->host, &pa,
+                               omp_runtime_is_libomp() ? plain_host_main : omp_host_main, c);
     pthread_attr_destroy(&pa);
     if (rc == EINVAL)
         return TT_EINVAL;
@@ -79,6 +164,9 @@ static void omp_join(tt__crew *c)
         return;
     pthread_join(c->host, NULL);
     c->host_started = false;
+    /* libomp: the host thread joined its members (plain_host_main). */
+    if (omp_runtime_is_libomp())
+        return;
     uint32_t got = atomic_load_explicit(&c->got, memory_order_acquire);
     for (uint32_t k = 1; k < got && k < c->width; k++)
         omp_wait_gone(c->members[k].tid);
@@ -216,7 +304,7 @@ static void omp_isolate(void (*fn)(void *ctx), void *ctx)
     }
 }
 
-static bool omp_in_parallel_any(void) { return omp_get_level() > 0; }
+static bool omp_in_parallel_any(void) { return omp_get_level() > 0 || plain_member_k >= 0; }
 
 /* The width of the application's own regions: nthreads-var, or 1 when
  * OMP_MAX_ACTIVE_LEVELS=0 serialises every region. */
@@ -230,6 +318,12 @@ static unsigned omp_max_threads(void)
 
 static bool omp_places_cpus(cpu_set_t *set)
 {
+    /* libomp lists places (the machine's, from the initial mask) even when
+     * nothing binds: then the calling thread's own set counts, as with
+     * libgomp, which lists places only when OMP_PLACES or OMP_PROC_BIND
+     * asked for them. */
+    if (omp_runtime_is_libomp() && omp_get_proc_bind() == omp_proc_bind_false)
+        return false;
     int np = omp_get_num_places();
     if (np <= 0)
         return false;
@@ -252,6 +346,8 @@ static bool omp_places_cpus(cpu_set_t *set)
 
 static int omp_level1_thread_num(void)
 {
+    if (plain_member_k >= 0)
+        return plain_member_k;
     if (omp_get_level() < 1)
         return -1;
     return omp_get_ancestor_thread_num(1);
@@ -312,7 +408,7 @@ static void omp_external_leave(const int saved[4])
  *    outside every parallel region; libgomp runs it the same way inside
  *    one (a member's nested external), which is what the library relies on
  *    there (checked with GCC 12; backend_omp.c is the only place to
- *    revisit for another runtime).
+ *    revisit for another runtime; not used on LLVM libomp, omp_callee_call).
  *  - The allocator mark: def-allocator-var becomes an allocator of the
  *    library's own that forwards every allocation to the allocator that
  *    was in force (a pool of one byte whose fallback is that allocator), so
@@ -440,7 +536,13 @@ static void omp_callee_call(void *mark, void (*fn)(void *ctx), void *ctx)
     callee_mark *m = mark;
     int tl = omp_get_thread_limit();
     /* The process's own thread limit stays in force: no tag then. */
-    if (!m || (tl != INT_MAX && !tag_find())) {
+    /* libomp (checked with 14): a host `teams num_teams(1)` runs on the
+     * calling thread, but the thread_limit it sets stays behind in the
+     * ICVs of the threads of the callee's regions (a hot team's worker
+     * still holds the tag after the external returned) and caps the
+     * callee's regions at the processors (KMP_TEAMS_THREAD_LIMIT): no tag
+     * there, the allocator mark alone marks the callee. */
+    if (!m || (tl != INT_MAX && !tag_find()) || omp_runtime_is_libomp()) {
         fn(ctx);
         return;
     }

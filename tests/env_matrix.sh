@@ -40,6 +40,8 @@ run "OMP_THREAD_LIMIT=$ncpu"               "" OMP_THREAD_LIMIT=$ncpu
 run "OMP_DYNAMIC=true"                     "" OMP_DYNAMIC=true
 run "OMP_WAIT_POLICY=passive"              --exact-threads OMP_WAIT_POLICY=passive
 run "GOMP_SPINCOUNT=0"                     --exact-threads GOMP_SPINCOUNT=0
+# LLVM libomp's own spin setting (ignored by libgomp, as GOMP_SPINCOUNT by libomp).
+run "KMP_BLOCKTIME=0"                      --exact-threads KMP_BLOCKTIME=0
 run "OMP_NUM_THREADS=4 (oversubscribed)"   --exact-threads OMP_NUM_THREADS=4
 echo "env_matrix: $pass passed, $fail failed"
 test "$fail" -eq 0

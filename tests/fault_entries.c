@@ -257,8 +257,12 @@ static void *thread_main(void *arg)
     (void)arg;
     run_pool(false, 2);
     /* This thread's own OpenMP team goes with it: pause it first so that
-     * libgomp ends its threads. */
-    omp_pause_resource_all(omp_pause_hard);
+     * libgomp ends its threads. LLVM's libomp puts them back in its
+     * process-wide pool itself (ended by main's pause below); a hard pause
+     * there shuts the whole runtime down under main's live team, and this
+     * thread's exit then crashes in libomp's thread-exit destructor. */
+    if (!dlsym(RTLD_DEFAULT, "__kmpc_fork_call"))
+        omp_pause_resource_all(omp_pause_hard);
     return NULL;
 }
 
@@ -318,8 +322,11 @@ int main(void)
         (void)!write(idle_pipe[1], "x", 1);
         pthread_join(idle, NULL);
     }
-    omp_pause_resource_all(omp_pause_hard);
+    /* The cached crews first: under LLVM's libomp a hard pause shuts the
+     * runtime down, and a crew member that is still alive then (a root
+     * thread to libomp) crashes in libomp's thread-exit destructor. */
     tt__test_crew_cache_drain();
+    omp_pause_resource_all(omp_pause_hard);
     /* Every thread gone: libgomp's paused workers exit on their own. */
     struct timespec ts = {0, 10 * 1000 * 1000};
     unsigned now = threads_now();
