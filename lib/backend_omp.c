@@ -358,7 +358,7 @@ static int omp_level1_thread_num(void)
  * on a plain thread). These are the calling task's own ICVs
  * (data-environment scope since OpenMP 5.0), so nothing outside this call
  * sees them. */
-static void omp_external_enter(unsigned width, bool nested, int saved[4])
+static void omp_external_enter(unsigned width, int saved[4])
 {
     saved[0] = omp_get_max_active_levels();
     saved[1] = omp_get_max_threads();
@@ -368,7 +368,6 @@ static void omp_external_enter(unsigned width, bool nested, int saved[4])
     /* The callee's region must be active: nested in a member (whose share is
      * confined, omp_confine), or this thread's own top-level region inside
      * an inline run the library isolated. */
-    (void)nested;
     if (width > 1) {
         int need = omp_get_active_level() + 1;
         if (saved[0] < need)

@@ -33,10 +33,9 @@ static bool serial_places_cpus(cpu_set_t *set)
     return false;
 }
 
-static void serial_external_enter(unsigned width, bool nested, int saved[4])
+static void serial_external_enter(unsigned width, int saved[4])
 {
     (void)width;
-    (void)nested;
     (void)saved;
 }
 

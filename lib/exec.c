@@ -320,12 +320,7 @@ static void region_member(void *ctx, unsigned k, unsigned got)
             return;
         tt__region_member_enter(c, k);
         short_part sp = {r, k, got};
-        if (iso) {
-            c->be->isolate(short_participate, &sp);
-        } else {
-            c->be->confine();
-            short_participate(&sp);
-        }
+        tt__participate(c, iso, short_participate, &sp);
         tt__region_member_leave(c, k);
         return;
     }
@@ -336,12 +331,7 @@ static void region_member(void *ctx, unsigned k, unsigned got)
      * per participant per root, not one per share): the shares, the
      * entries nested in them and the work this member serves for them. */
     region_part part = {r, k};
-    if (iso) {
-        c->be->isolate(region_participate, &part);
-    } else {
-        c->be->confine();
-        region_participate(&part);
-    }
+    tt__participate(c, iso, region_participate, &part);
     tt__region_member_leave(c, k);
 }
 
@@ -802,13 +792,13 @@ static void ext_isolated_thunk(void *ctx);
  * pool while the callee runs, so a thread of the callee that enters the
  * pool must not wait for them: the pool counts the external, and the
  * backend marks the callee's threads (tt__pool_external_callee). */
-static void ext_call(ext_entry *x, unsigned width, bool nested, bool holding)
+static void ext_call(ext_entry *x, unsigned width, bool holding)
 {
     const tt__backend *be = tt__backend_get();
     tt_pool *pool = x->e.pool;
     int saved[4];
     void *mark = NULL;
-    be->external_enter(width, nested, saved);
+    be->external_enter(width, saved);
     if (holding) {
         atomic_fetch_add_explicit(&pool->externals, 1, memory_order_acq_rel);
         mark = be->callee_mark(pool);
@@ -855,7 +845,7 @@ static void ext_body(entry *e, const task *t)
      * first; the others were reserved so that nobody else uses their
      * slots while the callee's threads do). */
     (void)t;
-    ext_call(x, x->width, true, true);
+    ext_call(x, x->width, true);
 }
 
 /* A callee thread of another tt_external that calls tt_external: the
@@ -864,7 +854,7 @@ static void ext_entry_inline(entry *e)
 {
     ext_entry *x = (ext_entry *)e;
     x->width = 1;
-    ext_call(x, 1, true, false);
+    ext_call(x, 1, false);
 }
 
 int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
@@ -904,7 +894,7 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
         }
         unsigned saved = tt__exec_suspend(x);
         tt__inline_hold_begin(&hold);
-        ext_call(&e, width, tt__backend_get()->in_parallel(), false);
+        ext_call(&e, width, false);
         tt__inline_hold_end(&hold);
         tt__exec_resume(x, saved);
         tt__exec_leave(x);
@@ -945,7 +935,7 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
         tt__gang_acquire(x->pool, width, slots, UINT64_MAX);
         tt__ledger_install(x->pool);
         unsigned saved = tt__exec_suspend(x);
-        ext_call(&e, width, false, true);
+        ext_call(&e, width, true);
         tt__exec_resume(x, saved);
         tt__gang_release(x->pool, width, slots);
         tt__lend_end(&lend);
@@ -958,7 +948,7 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
         unsigned saved = tt__exec_suspend(x);
         reserve(x->pool, &pl, width, false, slots, gang);
         e.width = pl.cnt;
-        ext_call(&e, e.width, true, true);
+        ext_call(&e, e.width, true);
         unreserve(x->pool, &pl);
         tt__exec_resume(x, saved);
         tt__exec_leave(x);

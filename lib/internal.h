@@ -288,9 +288,9 @@ typedef struct tt__backend {
      * (OMP_PLACES, or OMP_PROC_BIND, which implies them): false otherwise. */
     bool (*places_cpus)(cpu_set_t *set);
     /* Around tt_external's callback: let exactly `width` threads form one
-     * region from the calling thread (nested when `nested`), and put things
+     * region from the calling thread (nested or its own top-level one), and put things
      * back. */
-    void (*external_enter)(unsigned width, bool nested, int saved[4]);
+    void (*external_enter)(unsigned width, int saved[4]);
     void (*external_leave)(const int saved[4]);
     /* The thread limit OpenMP imposes (UINT32_MAX when none). */
     unsigned (*thread_limit)(void);
@@ -502,6 +502,21 @@ static inline void tt__share_run(const tt_pool *pool, void (*fn)(void *ctx), voi
         fn(ctx);
     else
         tt__backend_get()->isolate(fn, ctx);
+}
+
+/* A participant's part of a root or scope on its crew: one thread to OpenMP
+ * for the whole part (isolate), or only confined (an `omp parallel` in it
+ * gets one thread) where `isolate` is false: the pool's owner declared its
+ * shares OpenMP-free, or the participants are their region's whole team. */
+static inline void tt__participate(const tt__crew *c, bool isolate, void (*fn)(void *ctx),
+                                   void *ctx)
+{
+    if (isolate) {
+        c->be->isolate(fn, ctx);
+    } else {
+        c->be->confine();
+        fn(ctx);
+    }
 }
 
 static inline tt__crew *tt__pool_crew(const tt_pool *p)

@@ -644,12 +644,8 @@ static void scope_region_member(void *ctx, unsigned k, unsigned got)
      * team (run_section), and each participant stays at the region's level,
      * confined. Otherwise each participant is one thread to OpenMP for the
      * whole scope. */
-    if (c->region_team || !c->pool->attr.isolate_shares) {
-        c->crew->be->confine();
-        scope_participate(&part);
-    } else {
-        c->crew->be->isolate(scope_participate, &part);
-    }
+    tt__participate(c->crew, !c->region_team && c->pool->attr.isolate_shares, scope_participate,
+                    &part);
     tt__region_member_leave(c->crew, k);
 }
 
