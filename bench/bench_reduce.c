@@ -6,7 +6,7 @@
  * One process runs one system (threadteam's pool and the application's own
  * OpenMP team never share a process here, as in bench_ranges):
  *
- *   bench_reduce --system tt|omp [--lens LIST] [--reps N] [--grain G]
+ *   bench_reduce --system tt|tt-free|omp [--lens LIST] [--reps N] [--grain G]
  *
  * and prints one CSV line per repetition:
  *   system,width,len,rep,us_per_call
@@ -18,6 +18,13 @@
  * width, then tt_reduce_sum_d with grain --grain, default 2048); the
  * OpenMP side runs one parallel region per call. Both bodies are the same
  * plain loop (no -ffast-math: neither vectorises the additions).
+ *
+ * tt-free is tt on a pool whose owner declared its shares OpenMP-free
+ * (tt_pool_attr_set_isolate_shares(false)): no nested one-thread region
+ * per participant. The body here contains no OpenMP, so both are correct;
+ * the pair shows what the isolated default costs (the specification's rule:
+ * where isolation cannot meet a path target, the target holds for
+ * OpenMP-free pools and the isolated cost is reported beside it).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -25,6 +32,7 @@
 #include "threadteam.h"
 
 #include <omp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,16 +82,27 @@ int main(int argc, char **argv)
         else
             system = NULL, i = argc;
     }
-    int tt = system && !strcmp(system, "tt");
+    bool free_shares = system && !strcmp(system, "tt-free");
+    int tt = system && (!strcmp(system, "tt") || free_shares);
     if (!system || (!tt && strcmp(system, "omp")) || reps == 0 || grain == 0) {
-        fprintf(stderr, "usage: bench_reduce --system tt|omp [--lens LIST] [--reps N] "
+        fprintf(stderr, "usage: bench_reduce --system tt|tt-free|omp [--lens LIST] [--reps N] "
                         "[--grain G]\n");
         return 2;
     }
     tt_pool *pool = NULL;
     unsigned width = (unsigned)omp_get_max_threads();
     if (tt) {
-        int rc = tt_pool_create(&pool, NULL);
+        tt_pool_attr *pa = NULL;
+        int rc = TT_OK;
+        if (free_shares) {
+            rc = tt_pool_attr_create(&pa);
+            if (rc == TT_OK)
+                rc = tt_pool_attr_set_isolate_shares(pa, false);
+        }
+        if (rc == TT_OK)
+            rc = tt_pool_create(&pool, pa);
+        if (pa)
+            tt_pool_attr_destroy(pa);
         if (rc != TT_OK) {
             fprintf(stderr, "bench_reduce: tt_pool_create: %s\n", tt_strerror(rc));
             return 2;
@@ -120,7 +139,7 @@ int main(int argc, char **argv)
             }
             double us = (now_us() - t0) / calls;
             if (r > 0)
-                printf("%s,%u,%zu,%u,%.3f\n", tt ? "tt" : "omp", width, len, r, us);
+                printf("%s,%u,%zu,%u,%.3f\n", system, width, len, r, us);
         }
         free(x);
     }
