@@ -385,7 +385,7 @@ check-loaded: autogen
 	  if $(MAKE) check JOBS=$(JOBS) >"$$log" 2>&1; then ok=pass; pass=$$(( pass + 1 )); \
 	  else ok=FAIL; fail=$$(( fail + 1 )); fi; \
 	  kill $$pids 2>/dev/null; wait $$pids 2>/dev/null; pids=; \
-	  echo "check-loaded round $$r/$(ROUNDS): $$ok, `grep '^check:' "$$log" | tail -1`, $$(( `date +%s` - start )) s, load beside $(LOAD_SPINNERS) spinners"; \
+	  echo "check-loaded round $$r/$(ROUNDS): $$ok, `grep '^check:' "$$log" | tail -1`, $$(( `date +%s` - start )) s, beside $(LOAD_SPINNERS) spinners, load average after `cut -d' ' -f1-3 /proc/loadavg`"; \
 	  grep -E '^(FAIL|ERROR):' "$$log" | sed 's/^/    /'; \
 	  r=$$(( r + 1 )); \
 	done; \
