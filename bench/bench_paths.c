@@ -21,6 +21,8 @@
  *                               tt = through tt_external on a token of the
  *                               pool's full width, minted per call
  *                               (built only when configure found OpenBLAS)
+ *                    S-free     any of the above on a pool whose shares are
+ *                               declared OpenMP-free (rows named S-free)
  *                    other-thread  roots off the main thread: param
  *                               `first` is a fresh pthread's first root
  *                               (tt_exec_init + a W-job tt_fork) against
@@ -107,13 +109,17 @@ static void sample(samples *s, double us)
     s->v[s->n++] = us;
 }
 
+/* Set by a scenario name ending in -free: the pool's shares are declared
+ * OpenMP-free, and every row's scenario name carries the suffix. */
+static bool free_shares;
+
 /* Print `scenario param rep_median p50 p90` and forget the samples. */
 static void report(const char *scen, const char *param, double *rep_us, int reps, samples *s)
 {
     double m = median(rep_us, reps);
     double p50 = s->n ? median(s->v, s->n) : m;
     double q = s->n ? p90(s->v, s->n) : m;
-    printf("%s %s %.3f %.3f %.3f\n", scen, param, m, p50, q);
+    printf("%s%s %s %.3f %.3f %.3f\n", scen, free_shares ? "-free" : "", param, m, p50, q);
     fflush(stdout);
     s->n = 0;
 }
@@ -276,7 +282,7 @@ int main(int argc, char **argv)
                 sizes[nsizes++] = (size_t)strtoull(t, NULL, 10);
         } else {
             fprintf(stderr, "usage: bench_paths --system omp|tt --scenario "
-                            "ranges|ranges-free|coexist|alternate|external|other-thread"
+                            "ranges|coexist|alternate|external|other-thread[-free]"
                             " [--n LIST] [--reps N] [--calls N]\n"
                             "       bench_paths --busy P | --cotenant P   (load helpers)\n");
             return 2;
@@ -288,10 +294,18 @@ int main(int argc, char **argv)
     double *rep_us = calloc((size_t)reps, sizeof *rep_us);
     samples smp = {0};
     tt_pool *pool = NULL;
-    /* ranges-free: the same ranges on a pool whose owner declared its shares
+    /* S-free: scenario S on a pool whose owner declared its shares
      * OpenMP-free (tt_pool_attr_set_isolate_shares(false)): no nested
-     * one-thread region per participant. */
-    bool free_shares = !strcmp(scenario, "ranges-free");
+     * one-thread region per participant. The omp side ignores the suffix,
+     * so each -free row has its own baseline from the same alternation. */
+    static char base[64];
+    size_t sl = strlen(scenario);
+    if (sl > 5 && sl < sizeof base && !strcmp(scenario + sl - 5, "-free")) {
+        free_shares = true;
+        memcpy(base, scenario, sl - 5);
+        base[sl - 5] = 0;
+        scenario = base;
+    }
     tt_pool_attr *pa = NULL;
     if (tt && free_shares &&
         (tt_pool_attr_create(&pa) != TT_OK || tt_pool_attr_set_isolate_shares(pa, false) != TT_OK)) {
@@ -303,8 +317,6 @@ int main(int argc, char **argv)
         return 1;
     }
     tt_pool_attr_destroy(pa);
-    if (free_shares)
-        scenario = "ranges";
     unsigned W = (unsigned)omp_get_max_threads();
 
     if (!strcmp(scenario, "ranges")) {
@@ -338,7 +350,7 @@ int main(int argc, char **argv)
             }
             char param[32];
             snprintf(param, sizeof param, "n=%zu", n);
-            report(free_shares ? "ranges-free" : "ranges", param, rep_us, reps, &smp);
+            report("ranges", param, rep_us, reps, &smp);
             free(x);
             free(y);
         }
