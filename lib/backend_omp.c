@@ -17,7 +17,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <link.h>
 #include <omp.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +48,69 @@ static bool omp_runtime_is_libomp(void)
         atomic_store_explicit(&runtime_kind, k, memory_order_relaxed);
     }
     return k == 2;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Two runtimes in one process                                               */
+/* ------------------------------------------------------------------------ */
+/*
+ * One set of threads means that the library's omp_* and GOMP_* calls land
+ * in the application's runtime. They do not when the library's own
+ * references bind elsewhere than the application's: a clang/libomp
+ * application that dlopen()s the GCC-built library with RTLD_DEEPBIND (the
+ * library's dependency libgomp answers it, libomp the application), or a
+ * library linked statically or -Bsymbolic against a runtime of its own.
+ * Both would then run: the pool's regions on one runtime's threads, the
+ * application's on the other's, and neither runtime sees the other's
+ * threads. tt_pool_create refuses then (TT_ERUNTIME).
+ *
+ * The application's runtime is what the program's global scope gives for
+ * omp_get_num_threads (dlsym on the main program's handle: the program, its
+ * dependencies and LD_PRELOAD, in that order); the library's is where its
+ * own reference to omp_get_num_threads points. Where the library is part
+ * of the program itself (libthreadteam.a linked in) both references bind in
+ * the same scope, and the address may be a PLT entry of the program, so
+ * nothing is compared. A program without OpenMP of its own has no runtime
+ * to disagree with. Decided once per process.
+ */
+static _Atomic int runtimes_state; /* 0: not known yet, 1: one runtime, 2: two */
+
+static const char *module_name(const struct link_map *lm)
+{
+    if (lm && lm->l_name && lm->l_name[0])
+        return lm->l_name;
+    return "the program";
+}
+
+int tt__runtime_check(void)
+{
+    int s = atomic_load_explicit(&runtimes_state, memory_order_acquire);
+    if (s == 0) {
+        s = 1;
+        Dl_info self, mine, app;
+        struct link_map *lm_self = NULL, *lm_mine = NULL, *lm_app = NULL, *lm_main = NULL;
+        void *main_h = dlopen(NULL, RTLD_LAZY);
+        void *app_fn = main_h ? dlsym(main_h, "omp_get_num_threads") : NULL;
+        if (main_h && app_fn && dlinfo(main_h, RTLD_DI_LINKMAP, &lm_main) == 0 &&
+            dladdr1((void *)&tt__runtime_check, &self, (void **)&lm_self, RTLD_DL_LINKMAP) &&
+            lm_self && lm_self != lm_main &&
+            dladdr1((void *)&omp_get_num_threads, &mine, (void **)&lm_mine, RTLD_DL_LINKMAP) &&
+            dladdr1(app_fn, &app, (void **)&lm_app, RTLD_DL_LINKMAP) && lm_mine && lm_app &&
+            lm_mine != lm_app) {
+            s = 2;
+            fprintf(stderr,
+                    "threadteam: tt_pool_create: two OpenMP runtimes in one process: the "
+                    "library (%s) calls the OpenMP runtime in %s, the application calls the one "
+                    "in %s; the pool is not built (TT_ERUNTIME). Load the library so that it "
+                    "uses the application's runtime (no RTLD_DEEPBIND, no runtime linked into "
+                    "it).\n",
+                    module_name(lm_self), module_name(lm_mine), module_name(lm_app));
+        }
+        if (main_h)
+            dlclose(main_h);
+        atomic_store_explicit(&runtimes_state, s, memory_order_release);
+    }
+    return s == 2 ? TT_ERUNTIME : TT_OK;
 }
 
 static void *omp_host_main(void *p)

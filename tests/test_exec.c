@@ -785,7 +785,7 @@ START_TEST(test_strerror_and_names)
         "TT_OK",         "TT_EINVAL",       "TT_ENOMEM",         "TT_EAGAIN",
         "TT_ESHORTTEAM", "TT_ERANGE",       "TT_ECONSUMED",      "TT_ECOPY",
         "TT_EBUSY",      "TT_EFORKED",      "TT_ENOTSUP",        "TT_EWRONGTHREAD",
-        "TT_EDESTROYED", "TT_REFUSED_FORK_CHILD", "TT_REFUSED_CALLER_IN_POOL", "TT_REFUSED_UNAVAILABLE",
+        "TT_EDESTROYED", "TT_ERUNTIME", "TT_REFUSED_FORK_CHILD", "TT_REFUSED_CALLER_IN_POOL", "TT_REFUSED_UNAVAILABLE",
         "TT_REFUSED_BUSY",
     };
     ck_assert_uint_eq(TT_ARRAY_LEN(names), TT_ARRAY_LEN(tt_all_codes));
