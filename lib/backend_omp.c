@@ -525,22 +525,85 @@ static callee_mark *tag_find(void)
     return i < atomic_load_explicit(&marks_made, memory_order_acquire) ? &marks[i] : NULL;
 }
 
+/*
+ * The allocator routines are called in the runtime that answers the
+ * library's other omp_* calls. A GCC-built library names them at libgomp's
+ * symbol version OMP_5.0.1, which LLVM's libomp (checked with 14) does not
+ * define: in a clang/libomp application those three references alone bound
+ * to libgomp, so the mark went into libgomp's ICVs while the callee's
+ * regions ran on libomp, its threads were not known as the callee's, and a
+ * callee whose threads entered the pool again waited for the slots of its
+ * own external forever. They are looked up, unversioned, in the module
+ * that defines the omp_get_level the library calls; where that fails the
+ * library's own references are used.
+ */
+typedef omp_allocator_handle_t (*rt_init_allocator_fn)(omp_memspace_handle_t, int,
+                                                       const omp_alloctrait_t[]);
+static struct {
+    rt_init_allocator_fn init;
+    void (*set_default)(omp_allocator_handle_t);
+    omp_allocator_handle_t (*get_default)(void);
+} rt_alloc;
+static pthread_once_t rt_alloc_once = PTHREAD_ONCE_INIT;
+
+static void rt_alloc_resolve(void)
+{
+    Dl_info di;
+    void *h = NULL;
+    if (dladdr((void *)&omp_get_level, &di) && di.dli_fname && di.dli_fname[0] &&
+        di.dli_sname && strcmp(di.dli_sname, "omp_get_level") == 0)
+        h = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD); /* kept open: the runtime stays */
+    rt_init_allocator_fn init = h ? (rt_init_allocator_fn)dlsym(h, "omp_init_allocator") : NULL;
+    void (*set)(omp_allocator_handle_t) =
+        h ? (void (*)(omp_allocator_handle_t))dlsym(h, "omp_set_default_allocator") : NULL;
+    omp_allocator_handle_t (*get)(void) =
+        h ? (omp_allocator_handle_t(*)(void))dlsym(h, "omp_get_default_allocator") : NULL;
+    if (init && set && get) {
+        rt_alloc.init = init;
+        rt_alloc.set_default = set;
+        rt_alloc.get_default = get;
+    } else {
+        rt_alloc.init = omp_init_allocator;
+        rt_alloc.set_default = omp_set_default_allocator;
+        rt_alloc.get_default = omp_get_default_allocator;
+    }
+}
+
+static omp_allocator_handle_t rt_get_default_allocator(void)
+{
+    pthread_once(&rt_alloc_once, rt_alloc_resolve);
+    return rt_alloc.get_default();
+}
+
+static void rt_set_default_allocator(omp_allocator_handle_t h)
+{
+    pthread_once(&rt_alloc_once, rt_alloc_resolve);
+    rt_alloc.set_default(h);
+}
+
+static omp_allocator_handle_t rt_init_allocator(omp_memspace_handle_t space, int n,
+                                                const omp_alloctrait_t tr[])
+{
+    pthread_once(&rt_alloc_once, rt_alloc_resolve);
+    return rt_alloc.init(space, n, tr);
+}
+
 /* An allocator that forwards every allocation to `fb`: a memory pool of
  * one byte, so that every request falls back to fb. For the default
  * allocator, one with default traits (what omp_default_mem_alloc is). */
 static omp_allocator_handle_t forwarding_allocator(omp_allocator_handle_t fb)
 {
     if (fb == omp_default_mem_alloc || fb == omp_null_allocator)
-        return omp_init_allocator(omp_default_mem_space, 0, NULL);
+        return rt_init_allocator(omp_default_mem_space, 0, NULL);
     omp_alloctrait_t tr[] = {{omp_atk_pool_size, 1},
                              {omp_atk_fallback, omp_atv_allocator_fb},
                              {omp_atk_fb_data, (omp_uintptr_t)fb}};
-    return omp_init_allocator(omp_default_mem_space, 3, tr);
+    return rt_init_allocator(omp_default_mem_space, 3, tr);
 }
 
 static void *omp_callee_mark(const void *pool)
 {
-    omp_allocator_handle_t cur = omp_get_default_allocator();
+    omp_allocator_handle_t cur = rt_get_default_allocator();
     /* The outer external's mark: by tag (exact), else by allocator. */
     callee_mark *outer = tag_find();
     if (!outer)
@@ -577,7 +640,7 @@ static void *omp_callee_mark(const void *pool)
     }
     pthread_mutex_unlock(&mark_lock);
     if (m && atomic_load_explicit(&m->h, memory_order_relaxed) != omp_null_allocator)
-        omp_set_default_allocator(atomic_load_explicit(&m->h, memory_order_relaxed));
+        rt_set_default_allocator(atomic_load_explicit(&m->h, memory_order_relaxed));
     return m;
 }
 
@@ -587,7 +650,7 @@ static void omp_callee_unmark(void *mark)
     if (!m)
         return;
     if (atomic_load_explicit(&m->h, memory_order_relaxed) != omp_null_allocator)
-        omp_set_default_allocator(m->saved);
+        rt_set_default_allocator(m->saved);
     pthread_mutex_lock(&mark_lock);
     atomic_store_explicit(&m->pool, NULL, memory_order_relaxed);
     m->busy = false;
@@ -625,7 +688,7 @@ static bool walk_marks(callee_mark *m, const void *pool)
 
 static bool omp_callee_of(const void *pool)
 {
-    return walk_marks(tag_find(), pool) || walk_marks(mark_find(omp_get_default_allocator()), pool);
+    return walk_marks(tag_find(), pool) || walk_marks(mark_find(rt_get_default_allocator()), pool);
 }
 
 /* The most threads one region of the calling thread can have: the thread
