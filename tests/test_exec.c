@@ -807,7 +807,7 @@ START_TEST(test_strerror_and_names)
             ck_assert_int_ne(c, tt_all_codes[j]);
         }
     }
-    static const int unknown[] = {-1, 13, 31, 36, 999, INT_MAX, INT_MIN};
+    static const int unknown[] = {-1, 14, 31, 36, 999, INT_MAX, INT_MIN};
     for (size_t u = 0; u < TT_ARRAY_LEN(unknown); u++) {
         const char *s = tt_strerror(unknown[u]);
         const char *nm = tt_status_name(unknown[u]);
