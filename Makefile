@@ -163,7 +163,7 @@ endef
 # Targets
 # ---------------------------------------------------------------------------
 .PHONY: all deps deps-consumers autogen configure-default check check-tsan check-asan check-valgrind \
-        check-clang check-libomp-app check-stress check-loaded flake-study bench bench-full bench-programs install uninstall dist distcheck \
+        check-clang check-libomp-app check-stress check-loaded flake-study bench bench-full bench-libomp bench-programs install uninstall dist distcheck \
         clean distclean help
 
 all: configure-default
@@ -390,6 +390,21 @@ bench: bench-programs
 bench-full:
 	$(MAKE) bench BENCH_FULL=1
 
+# The everyday paths (scripts/bench-paths.sh) with the application on LLVM
+# libomp: both sides, raw OpenMP and threadteam, run with libomp preloaded
+# under the GCC build's bench_paths (rows labelled libomp-preload), and,
+# when build-clang/ has its bench_paths (make check-clang, then make -C
+# build-clang bench-programs), the clang build's (libomp). PATHS_ROUNDS
+# rounds (default 5); CSV in $(BUILD)/bench/paths-libomp-DATE.csv.
+PATHS_ROUNDS ?= 5
+bench-libomp: bench-programs
+	@csv="$(SRC)/$(BUILD)/bench/paths-libomp-`date +%Y%m%d-%H%M%S`.csv"; rc=0; \
+	sh scripts/bench-paths.sh --runtime libomp "$(BUILD)/bench/bench_paths" $(PATHS_ROUNDS) "$$csv" || rc=1; \
+	if test -x "$(BUILD_CLANG)/bench/bench_paths"; then \
+	  sh scripts/bench-paths.sh --runtime libomp "$(BUILD_CLANG)/bench/bench_paths" $(PATHS_ROUNDS) "$$csv" || rc=1; \
+	fi; \
+	echo "bench-libomp: CSV $$csv"; exit $$rc
+
 # Stress programs (tests/Makefile.am: TT_STRESS) of the default build, each
 # run once with their default arguments; not part of make check.
 # STRESS_ENV: environment for them, e.g. STRESS_ENV=TT_TEST_QUICK=1.
@@ -518,6 +533,8 @@ help:
 	@echo "                     results CSV and plot in $(BUILD)/bench/, one verdict line; exit 1"
 	@echo "                     when a target is missed"
 	@echo "  make bench-full    the same with scripts/bench.sh --full (BENCH_FULL=1), about 2.5 x longer"
+	@echo "  make bench-libomp  the everyday paths with the application on LLVM libomp (raw libomp"
+	@echo "                     vs threadteam on libomp), PATHS_ROUNDS=5 rounds"
 	@echo "  make bench-programs  only build benchmarks and OpenMP baselines"
 	@echo "  make install       install (PREFIX=$(PREFIX), DESTDIR=...)"
 	@echo "  make uninstall     remove what make install installed"
