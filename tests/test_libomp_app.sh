@@ -9,7 +9,9 @@
 #    land in libomp) and with RTLD_DEEPBIND: a GCC-built library then binds
 #    to its own libgomp, and tt_pool_create must refuse with TT_ERUNTIME
 #    and name both runtimes on stderr (a clang-built one has libomp either
-#    way: one runtime, it must work).
+#    way: one runtime, it must work);
+#  - the same program built by gcc -fopenmp (gomp_dl, libgomp): the GCC-built
+#    library works there either way, a clang-built one is refused both ways.
 # Exit 77 (SKIP, with the reason) without clang and libomp (configure's
 # OMP_CLANG), in a serial build, under a sanitizer, or without the shared
 # library.
@@ -57,6 +59,34 @@ if test $expect = refuse; then
     else
         echo "test_libomp_app: FAIL: no message naming libgomp and libomp on stderr"; fail=1
     fi
+fi
+# The other way round: a GCC application (libgomp) loading the library.
+# A GCC-built library works there, loaded either way; a clang-built one
+# names its OpenMP symbols at libomp's version and binds to libomp whatever
+# the application runs: two runtimes, refused.
+if command -v gcc >/dev/null 2>&1 &&
+    gcc -fopenmp -O1 -g -I"$top_builddir/include" -o gomp_dl "$srcdir/libomp_dl.c" -ldl 2>/dev/null; then
+    # Its runtime: libgomp, or libomp when make check-libomp-app preloads it
+    # (TT_APP_RUNTIME). Loaded normally, a GCC-built library follows the
+    # application's runtime; with RTLD_DEEPBIND, or built by clang, it keeps
+    # its own.
+    app_rt=${TT_APP_RUNTIME:-libgomp}
+    for how in global deepbind; do
+        if test "$lib_rt" = "$app_rt" || { test $how = global && test "$lib_rt" = libgomp; }; then
+            expect=run
+        else
+            expect=refuse
+        fi
+        echo "== gomp_dl $how (gcc -fopenmp application on $app_rt, library on $lib_rt): expect $expect"
+        timeout -k 5 120 ./gomp_dl "$so" $how $expect 2>gomp_dl.err; rc=$?
+        cat gomp_dl.err
+        test $rc -eq 0 || { echo "test_libomp_app: FAIL: gomp_dl $how (exit status $rc)"; fail=1; }
+        if test $expect = refuse && ! grep -q 'two OpenMP runtimes' gomp_dl.err; then
+            echo "test_libomp_app: FAIL: gomp_dl $how: no message naming both runtimes"; fail=1
+        fi
+    done
+else
+    echo "test_libomp_app: the gcc -fopenmp application's cases skipped: gcc -fopenmp cannot build libomp_dl.c"
 fi
 test $fail -eq 0 && echo "test_libomp_app: PASS"
 exit $fail
