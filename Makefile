@@ -163,7 +163,7 @@ endef
 # Targets
 # ---------------------------------------------------------------------------
 .PHONY: all deps deps-consumers autogen configure-default check check-tsan check-asan check-valgrind \
-        check-clang check-stress check-loaded flake-study bench bench-full bench-programs install uninstall dist distcheck \
+        check-clang check-libomp-app check-stress check-loaded flake-study bench bench-full bench-libomp bench-programs install uninstall dist distcheck \
         clean distclean help
 
 all: configure-default
@@ -262,6 +262,50 @@ check-clang: autogen
 	echo "check-clang: $$pass passed, $$fail failed, $$skip skipped"; \
 	test "$$fail" -eq 0
 
+# The GCC build's test suite with LLVM libomp as the application's runtime
+# (README, "Compilers and runtimes"): every test program of $(BUILD)/ runs
+# with libomp first in the global scope (LD_PRELOAD), so that the library's
+# GOMP_* and omp_* calls, and the tests' own, land in libomp's GOMP layer, as
+# in a clang -fopenmp application linked with the GCC-built library.
+# tests/test_libomp_app.sh runs real clang programs against libthreadteam.so
+# (and the two-runtimes refusal) in every build where clang is found; here
+# too. TT_APP_RUNTIME=libomp tells the tests that libgomp is not the
+# application's runtime. LIBOMP: the libomp to preload (default: clang's,
+# else the system's libomp.so.5).
+LIBOMP ?=
+check-libomp-app: autogen
+	$(call tt_configure,$(BUILD),$(CONFIGURE_FLAGS))
+	@pass=0; fail=0; skip=0; d=$(BUILD); \
+	lib='$(LIBOMP)'; \
+	if test -z "$$lib"; then \
+	  for c in `$(CLANG) -print-file-name=libomp.so.5 2>/dev/null` `$(CLANG) -print-file-name=libomp.so 2>/dev/null` \
+	           /usr/lib/x86_64-linux-gnu/libomp.so.5 /usr/lib/llvm-*/lib/libomp.so.5 /usr/lib64/libomp.so /usr/local/lib/libomp.so; do \
+	    case "$$c" in /*) if test -f "$$c"; then lib=`readlink -f "$$c"`; break; fi ;; esac; \
+	  done; \
+	fi; \
+	if test -z "$$lib" || test ! -f "$$lib"; then \
+	  echo "*** check-libomp-app: LLVM libomp not found (apt-get install libomp-dev, or LIBOMP=/path/libomp.so.5)"; exit 1; \
+	fi; \
+	if grep -q '^#define TT_OMP_LIBOMP 1' "$$d/config.h"; then \
+	  echo "*** check-libomp-app: $$d/ is built on libomp already (CC links libomp): nothing to test here (make check-clang)"; exit 1; \
+	fi; \
+	if ! $(QUIET_STEP) "build $$d" "$$d/build.log" $(MAKE) -C "$$d" -j$(JOBS); then \
+	  echo "*** $$d: the build failed: its tests did not run"; exit 1; \
+	fi; \
+	rm -f "$$d/tests/test-suite.log"; clog="$$d/check-libomp-app.log"; t0=`date +%s`; \
+	echo "==> tests of $$d with LD_PRELOAD=$$lib (the application's runtime is libomp): running (> $$clog)"; \
+	if env TT_APP_RUNTIME=libomp $(MAKE) -C "$$d/tests" -j$(JOBS) check \
+	     LOG_COMPILER="env LD_PRELOAD=$$lib" SH_LOG_COMPILER="env LD_PRELOAD=$$lib $(SHELL)" $(TT_CHECK_OUT); then rc=0; else rc=$$?; fi; \
+	$(tt_count_results); \
+	$(tt_print_failed_logs); \
+	if test -f "$$d/tests/test_callee.log" && ! grep -q 'LLVM libomp' "$$d/tests/test_callee.log"; then \
+	  echo "*** check-libomp-app: test_callee did not see libomp: the preload did not take"; fail=$$(( fail + 1 )); \
+	fi; \
+	echo "==> skipped on libomp (whole tests, or checks inside them):"; \
+	grep -h -E '\bskipped\b|\bSKIP\b' "$$d"/tests/*.log 2>/dev/null | grep -v -E '^(PASS|SKIP|FAIL|XFAIL|ERROR|# )' | sort -u | sed 's/^/    /'; \
+	echo "check-libomp-app: $$pass passed, $$fail failed, $$skip skipped"; \
+	test "$$fail" -eq 0
+
 # The test suite built with AddressSanitizer (GCC) in build-asan/.
 check-asan: autogen
 	$(call tt_configure,$(BUILD_ASAN),$(ASAN_FLAGS) $(CONFIGURE_FLAGS))
@@ -345,6 +389,21 @@ bench: bench-programs
 
 bench-full:
 	$(MAKE) bench BENCH_FULL=1
+
+# The everyday paths (scripts/bench-paths.sh) with the application on LLVM
+# libomp: both sides, raw OpenMP and threadteam, run with libomp preloaded
+# under the GCC build's bench_paths (rows labelled libomp-preload), and,
+# when build-clang/ has its bench_paths (make check-clang, then make -C
+# build-clang bench-programs), the clang build's (libomp). PATHS_ROUNDS
+# rounds (default 5); CSV in $(BUILD)/bench/paths-libomp-DATE.csv.
+PATHS_ROUNDS ?= 5
+bench-libomp: bench-programs
+	@csv="$(SRC)/$(BUILD)/bench/paths-libomp-`date +%Y%m%d-%H%M%S`.csv"; rc=0; \
+	sh scripts/bench-paths.sh --runtime libomp "$(BUILD)/bench/bench_paths" $(PATHS_ROUNDS) "$$csv" || rc=1; \
+	if test -x "$(BUILD_CLANG)/bench/bench_paths"; then \
+	  sh scripts/bench-paths.sh --runtime libomp "$(BUILD_CLANG)/bench/bench_paths" $(PATHS_ROUNDS) "$$csv" || rc=1; \
+	fi; \
+	echo "bench-libomp: CSV $$csv"; exit $$rc
 
 # Stress programs (tests/Makefile.am: TT_STRESS) of the default build, each
 # run once with their default arguments; not part of make check.
@@ -462,6 +521,8 @@ help:
 	@echo "                     'check: N passed, N failed'"
 	@echo "  make check-tsan    tests built with -fsanitize=thread in $(BUILD_TSAN)/"
 	@echo "  make check-clang   tests built with clang and LLVM libomp in $(BUILD_CLANG)/"
+	@echo "  make check-libomp-app  the tests of $(BUILD)/ (GCC) with LLVM libomp preloaded as the"
+	@echo "                     application's runtime, and clang programs using libthreadteam.so"
 	@echo "  make check-asan    tests built with -fsanitize=address in $(BUILD_ASAN)/"
 	@echo "  make check-valgrind  every test program of $(BUILD)/ under valgrind memcheck"
 	@echo "  make check-stress  the stress programs (tests/Makefile.am: TT_STRESS)"
@@ -472,6 +533,8 @@ help:
 	@echo "                     results CSV and plot in $(BUILD)/bench/, one verdict line; exit 1"
 	@echo "                     when a target is missed"
 	@echo "  make bench-full    the same with scripts/bench.sh --full (BENCH_FULL=1), about 2.5 x longer"
+	@echo "  make bench-libomp  the everyday paths with the application on LLVM libomp (raw libomp"
+	@echo "                     vs threadteam on libomp), PATHS_ROUNDS=5 rounds"
 	@echo "  make bench-programs  only build benchmarks and OpenMP baselines"
 	@echo "  make install       install (PREFIX=$(PREFIX), DESTDIR=...)"
 	@echo "  make uninstall     remove what make install installed"

@@ -17,7 +17,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <link.h>
 #include <omp.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +48,69 @@ static bool omp_runtime_is_libomp(void)
         atomic_store_explicit(&runtime_kind, k, memory_order_relaxed);
     }
     return k == 2;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Two runtimes in one process                                               */
+/* ------------------------------------------------------------------------ */
+/*
+ * One set of threads means that the library's omp_* and GOMP_* calls land
+ * in the application's runtime. They do not when the library's own
+ * references bind elsewhere than the application's: a clang/libomp
+ * application that dlopen()s the GCC-built library with RTLD_DEEPBIND (the
+ * library's dependency libgomp answers it, libomp the application), or a
+ * library linked statically or -Bsymbolic against a runtime of its own.
+ * Both would then run: the pool's regions on one runtime's threads, the
+ * application's on the other's, and neither runtime sees the other's
+ * threads. tt_pool_create refuses then (TT_ERUNTIME).
+ *
+ * The application's runtime is what the program's global scope gives for
+ * omp_get_num_threads (dlsym on the main program's handle: the program, its
+ * dependencies and LD_PRELOAD, in that order); the library's is where its
+ * own reference to omp_get_num_threads points. Where the library is part
+ * of the program itself (libthreadteam.a linked in) both references bind in
+ * the same scope, and the address may be a PLT entry of the program, so
+ * nothing is compared. A program without OpenMP of its own has no runtime
+ * to disagree with. Decided once per process.
+ */
+static _Atomic int runtimes_state; /* 0: not known yet, 1: one runtime, 2: two */
+
+static const char *module_name(const struct link_map *lm)
+{
+    if (lm && lm->l_name && lm->l_name[0])
+        return lm->l_name;
+    return "the program";
+}
+
+int tt__runtime_check(void)
+{
+    int s = atomic_load_explicit(&runtimes_state, memory_order_acquire);
+    if (s == 0) {
+        s = 1;
+        Dl_info self, mine, app;
+        struct link_map *lm_self = NULL, *lm_mine = NULL, *lm_app = NULL, *lm_main = NULL;
+        void *main_h = dlopen(NULL, RTLD_LAZY);
+        void *app_fn = main_h ? dlsym(main_h, "omp_get_num_threads") : NULL;
+        if (main_h && app_fn && dlinfo(main_h, RTLD_DI_LINKMAP, &lm_main) == 0 &&
+            dladdr1((void *)&tt__runtime_check, &self, (void **)&lm_self, RTLD_DL_LINKMAP) &&
+            lm_self && lm_self != lm_main &&
+            dladdr1((void *)&omp_get_num_threads, &mine, (void **)&lm_mine, RTLD_DL_LINKMAP) &&
+            dladdr1(app_fn, &app, (void **)&lm_app, RTLD_DL_LINKMAP) && lm_mine && lm_app &&
+            lm_mine != lm_app) {
+            s = 2;
+            fprintf(stderr,
+                    "threadteam: tt_pool_create: two OpenMP runtimes in one process: the "
+                    "library (%s) calls the OpenMP runtime in %s, the application calls the one "
+                    "in %s; the pool is not built (TT_ERUNTIME). Load the library so that it "
+                    "uses the application's runtime (no RTLD_DEEPBIND, no runtime linked into "
+                    "it).\n",
+                    module_name(lm_self), module_name(lm_mine), module_name(lm_app));
+        }
+        if (main_h)
+            dlclose(main_h);
+        atomic_store_explicit(&runtimes_state, s, memory_order_release);
+    }
+    return s == 2 ? TT_ERUNTIME : TT_OK;
 }
 
 static void *omp_host_main(void *p)
@@ -460,22 +525,85 @@ static callee_mark *tag_find(void)
     return i < atomic_load_explicit(&marks_made, memory_order_acquire) ? &marks[i] : NULL;
 }
 
+/*
+ * The allocator routines are called in the runtime that answers the
+ * library's other omp_* calls. A GCC-built library names them at libgomp's
+ * symbol version OMP_5.0.1, which LLVM's libomp (checked with 14) does not
+ * define: in a clang/libomp application those three references alone bound
+ * to libgomp, so the mark went into libgomp's ICVs while the callee's
+ * regions ran on libomp, its threads were not known as the callee's, and a
+ * callee whose threads entered the pool again waited for the slots of its
+ * own external forever. They are looked up, unversioned, in the module
+ * that defines the omp_get_level the library calls; where that fails the
+ * library's own references are used.
+ */
+typedef omp_allocator_handle_t (*rt_init_allocator_fn)(omp_memspace_handle_t, int,
+                                                       const omp_alloctrait_t[]);
+static struct {
+    rt_init_allocator_fn init;
+    void (*set_default)(omp_allocator_handle_t);
+    omp_allocator_handle_t (*get_default)(void);
+} rt_alloc;
+static pthread_once_t rt_alloc_once = PTHREAD_ONCE_INIT;
+
+static void rt_alloc_resolve(void)
+{
+    Dl_info di;
+    void *h = NULL;
+    if (dladdr((void *)&omp_get_level, &di) && di.dli_fname && di.dli_fname[0] &&
+        di.dli_sname && strcmp(di.dli_sname, "omp_get_level") == 0)
+        h = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD); /* kept open: the runtime stays */
+    rt_init_allocator_fn init = h ? (rt_init_allocator_fn)dlsym(h, "omp_init_allocator") : NULL;
+    void (*set)(omp_allocator_handle_t) =
+        h ? (void (*)(omp_allocator_handle_t))dlsym(h, "omp_set_default_allocator") : NULL;
+    omp_allocator_handle_t (*get)(void) =
+        h ? (omp_allocator_handle_t(*)(void))dlsym(h, "omp_get_default_allocator") : NULL;
+    if (init && set && get) {
+        rt_alloc.init = init;
+        rt_alloc.set_default = set;
+        rt_alloc.get_default = get;
+    } else {
+        rt_alloc.init = omp_init_allocator;
+        rt_alloc.set_default = omp_set_default_allocator;
+        rt_alloc.get_default = omp_get_default_allocator;
+    }
+}
+
+static omp_allocator_handle_t rt_get_default_allocator(void)
+{
+    pthread_once(&rt_alloc_once, rt_alloc_resolve);
+    return rt_alloc.get_default();
+}
+
+static void rt_set_default_allocator(omp_allocator_handle_t h)
+{
+    pthread_once(&rt_alloc_once, rt_alloc_resolve);
+    rt_alloc.set_default(h);
+}
+
+static omp_allocator_handle_t rt_init_allocator(omp_memspace_handle_t space, int n,
+                                                const omp_alloctrait_t tr[])
+{
+    pthread_once(&rt_alloc_once, rt_alloc_resolve);
+    return rt_alloc.init(space, n, tr);
+}
+
 /* An allocator that forwards every allocation to `fb`: a memory pool of
  * one byte, so that every request falls back to fb. For the default
  * allocator, one with default traits (what omp_default_mem_alloc is). */
 static omp_allocator_handle_t forwarding_allocator(omp_allocator_handle_t fb)
 {
     if (fb == omp_default_mem_alloc || fb == omp_null_allocator)
-        return omp_init_allocator(omp_default_mem_space, 0, NULL);
+        return rt_init_allocator(omp_default_mem_space, 0, NULL);
     omp_alloctrait_t tr[] = {{omp_atk_pool_size, 1},
                              {omp_atk_fallback, omp_atv_allocator_fb},
                              {omp_atk_fb_data, (omp_uintptr_t)fb}};
-    return omp_init_allocator(omp_default_mem_space, 3, tr);
+    return rt_init_allocator(omp_default_mem_space, 3, tr);
 }
 
 static void *omp_callee_mark(const void *pool)
 {
-    omp_allocator_handle_t cur = omp_get_default_allocator();
+    omp_allocator_handle_t cur = rt_get_default_allocator();
     /* The outer external's mark: by tag (exact), else by allocator. */
     callee_mark *outer = tag_find();
     if (!outer)
@@ -512,7 +640,7 @@ static void *omp_callee_mark(const void *pool)
     }
     pthread_mutex_unlock(&mark_lock);
     if (m && atomic_load_explicit(&m->h, memory_order_relaxed) != omp_null_allocator)
-        omp_set_default_allocator(atomic_load_explicit(&m->h, memory_order_relaxed));
+        rt_set_default_allocator(atomic_load_explicit(&m->h, memory_order_relaxed));
     return m;
 }
 
@@ -522,7 +650,7 @@ static void omp_callee_unmark(void *mark)
     if (!m)
         return;
     if (atomic_load_explicit(&m->h, memory_order_relaxed) != omp_null_allocator)
-        omp_set_default_allocator(m->saved);
+        rt_set_default_allocator(m->saved);
     pthread_mutex_lock(&mark_lock);
     atomic_store_explicit(&m->pool, NULL, memory_order_relaxed);
     m->busy = false;
@@ -560,7 +688,7 @@ static bool walk_marks(callee_mark *m, const void *pool)
 
 static bool omp_callee_of(const void *pool)
 {
-    return walk_marks(tag_find(), pool) || walk_marks(mark_find(omp_get_default_allocator()), pool);
+    return walk_marks(tag_find(), pool) || walk_marks(mark_find(rt_get_default_allocator()), pool);
 }
 
 /* The most threads one region of the calling thread can have: the thread

@@ -312,6 +312,10 @@ extern const tt__backend tt__backend_serial;
 extern const tt__backend tt__backend_omp;
 #endif
 const tt__backend *tt__backend_get(void);
+/* TT_ERUNTIME when the library's OpenMP calls land in another runtime than
+ * the application's (backend_omp.c, which names both on stderr once), else
+ * TT_OK; TT_OK always without OpenMP. */
+int tt__runtime_check(void);
 
 enum tt__crew_kind {
     TT__CREW_PRIVATE = 1, /* held threads on a private host thread (crew.c) */

@@ -468,6 +468,8 @@ int tt_pool_create(tt_pool **pool, const tt_pool_attr *attr)
     if (!pool)
         return TT_EINVAL;
     *pool = NULL;
+    if (tt__runtime_check() != TT_OK)
+        return TT_ERUNTIME;
     pthread_once(&atfork_once, atfork_register);
 
     struct tt_pool_attr a;

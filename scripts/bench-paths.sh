@@ -34,11 +34,22 @@
 #   --wait-policy passive   run both sides under OMP_WAIT_POLICY=passive
 #   --scenarios LIST    comma-separated (default ranges,ranges-free,coexist,alternate,
 #                       alternate-free,external,other-thread,other-thread-free)
+#   --runtime R         the application's OpenMP runtime, for both sides (raw
+#                       OpenMP and threadteam): auto (default: the one BENCH_BIN
+#                       links), libgomp, or libomp (LLVM). A GCC-built BENCH_BIN
+#                       then runs with libomp preloaded (LD_PRELOAD; LIBOMP=path,
+#                       default clang's or the system's libomp.so.5), so that its
+#                       regions and the library's calls land in libomp's GOMP
+#                       layer, as in a clang application linking the GCC-built
+#                       library (runtime column: libomp-preload); a clang build's
+#                       bench_paths (build-clang/bench/bench_paths) runs as it is
+#                       (libomp). Also BENCH_RUNTIME=R.
 # The CSV gets one row per configuration; the first eight columns are the
 # original ones (label,scenario,param,omp_us,tt_us,ratio,target,verdict), the
 # rest are added at the end: load,policy,omp_p50_us,tt_p50_us,omp_p90_us,
-# tt_p90_us,ratio_p90,round_ratio_median,round_ratio_max,rounds,host. A CSV
-# with the old header gets the new one, its old rows padded with empty fields.
+# tt_p90_us,ratio_p90,round_ratio_median,round_ratio_max,rounds,host,runtime.
+# A CSV with an older header gets the new one, its old rows padded with empty
+# fields.
 # Environment: BENCH_LABEL (default: the short commit), BENCH_HOST (default
 # hostname -s), PATHS_REPS (repetitions per process, default 7), PATHS_PASSES
 # (when no --load or --wait-policy is given: the passes to run one after the
@@ -50,6 +61,7 @@ export LC_ALL
 load=none
 policy=default
 scenarios=ranges,ranges-free,coexist,alternate,alternate-free,external,other-thread,other-thread-free
+runtime=${BENCH_RUNTIME:-auto}
 while [ $# -gt 0 ]; do
     case $1 in
     --load) load=$2; shift 2 ;;
@@ -58,6 +70,8 @@ while [ $# -gt 0 ]; do
     --wait-policy=*) policy=${1#--wait-policy=}; shift ;;
     --scenarios) scenarios=$2; shift 2 ;;
     --scenarios=*) scenarios=${1#--scenarios=}; shift ;;
+    --runtime) runtime=$2; shift 2 ;;
+    --runtime=*) runtime=${1#--runtime=}; shift ;;
     --help | -h) sed -n '2,/^LC_ALL/p' "$0" | sed '$d;s/^# \{0,1\}//' >&2; exit 2 ;;
     --*) echo "bench-paths.sh: unknown option $1" >&2; exit 2 ;;
     *) break ;;
@@ -66,6 +80,8 @@ done
 if [ "$load" = none ] && [ "$policy" = default ] && [ -n "${PATHS_PASSES:-}" ] &&
     [ "${PATHS_PASSES}" != quiet ]; then
     rc=0
+    BENCH_RUNTIME=$runtime
+    export BENCH_RUNTIME
     for pass in $PATHS_PASSES; do
         case $pass in
         quiet) PATHS_PASSES= sh "$0" --scenarios "$scenarios" "$@" || rc=1 ;;
@@ -84,6 +100,33 @@ case $policy in
 default) ;;
 passive | active) OMP_WAIT_POLICY=$policy; export OMP_WAIT_POLICY ;;
 *) echo "bench-paths.sh: --wait-policy passive|active|default" >&2; exit 2 ;;
+esac
+# The runtime both sides run on (run: the command prefix).
+run=
+bin_rt=libgomp
+if env LD_PRELOAD= ldd "$bin" 2>/dev/null | grep -q 'lib\(i\)\{0,1\}omp[0-9]*\.so'; then bin_rt=libomp; fi
+case $runtime in
+auto) rtname=$bin_rt ;;
+libgomp)
+    [ "$bin_rt" = libgomp ] || { echo "bench-paths.sh: $bin is built on libomp, not libgomp" >&2; exit 2; }
+    rtname=libgomp ;;
+libomp)
+    if [ "$bin_rt" = libomp ]; then
+        rtname=libomp
+    else
+        lib=${LIBOMP:-}
+        if [ -z "$lib" ]; then
+            for c in $(clang -print-file-name=libomp.so.5 2>/dev/null) /usr/lib/x86_64-linux-gnu/libomp.so.5 \
+                /usr/lib/llvm-*/lib/libomp.so.5 /usr/lib64/libomp.so /usr/local/lib/libomp.so; do
+                case $c in /*) if [ -f "$c" ]; then lib=$(readlink -f "$c"); break; fi ;; esac
+            done
+        fi
+        [ -n "$lib" ] && [ -f "$lib" ] ||
+            { echo "bench-paths.sh: --runtime libomp: libomp not found (apt-get install libomp-dev, or LIBOMP=path)" >&2; exit 2; }
+        run="env LD_PRELOAD=$lib"
+        rtname=libomp-preload
+    fi ;;
+*) echo "bench-paths.sh: --runtime auto|libgomp|libomp" >&2; exit 2 ;;
 esac
 tmp=$(mktemp -d)
 loadpids=
@@ -114,7 +157,7 @@ for r in $(seq 1 "$rounds"); do
     if [ $((r % 2)) = 1 ]; then order="omp tt"; else order="tt omp"; fi
     for sys in $order; do
         for sc in $scen_list; do
-            if "$bin" --system "$sys" --scenario "$sc" --reps "${PATHS_REPS:-7}" > "$tmp/one" 2>/dev/null; then
+            if $run "$bin" --system "$sys" --scenario "$sc" --reps "${PATHS_REPS:-7}" > "$tmp/one" 2>/dev/null; then
                 sed "s/^/$r /" "$tmp/one" >> "$tmp/$sys"
             else
                 test "$sc" = external || { echo "bench-paths.sh: $sys $sc failed" >&2; exit 1; }
@@ -139,14 +182,15 @@ free_meets() {
 }
 med() { sort -g | awk '{v[NR]=$1} END {if (NR) print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 col() { awk -v s="$1" -v p="$2" -v c="$3" '$2==s && $3==p {print $c}' "$4"; }
-printf 'load %s, wait policy %s, %s rounds, host %s\n' "$loadname" "$policy" "$rounds" "$host"
+printf 'load %s, wait policy %s, %s rounds, host %s, OpenMP runtime %s\n' "$loadname" "$policy" "$rounds" "$host" "$rtname"
 printf '%-17s %-10s %10s %10s %7s %10s %10s %7s %7s %7s %8s %s\n' scenario param omp_us tt_us ratio \
     omp_p90 tt_p90 r_p90 rr_med rr_max target verdict
 label=${BENCH_LABEL:-$(git rev-parse --short HEAD 2>/dev/null)}
-header="label,scenario,param,omp_us,tt_us,ratio,target,verdict,load,policy,omp_p50_us,tt_p50_us,omp_p90_us,tt_p90_us,ratio_p90,round_ratio_median,round_ratio_max,rounds,host"
+header="label,scenario,param,omp_us,tt_us,ratio,target,verdict,load,policy,omp_p50_us,tt_p50_us,omp_p90_us,tt_p90_us,ratio_p90,round_ratio_median,round_ratio_max,rounds,host,runtime"
 if [ -n "$csv" ] && [ -f "$csv" ] && [ "$(head -n 1 "$csv")" != "$header" ]; then
-    # the original eight columns: extend the header, pad the old rows
-    { echo "$header"; tail -n +2 "$csv" | sed 's/$/,,,,,,,,,,,/'; } > "$tmp/csv" && cat "$tmp/csv" > "$csv"
+    # an older header (8 or 19 columns): extend it, pad the old rows
+    { echo "$header"; tail -n +2 "$csv" | awk -F, -v OFS=, '{for (i = NF + 1; i <= 20; i++) $i = ""; print}'; } \
+        > "$tmp/csv" && cat "$tmp/csv" > "$csv"
 fi
 for key in "ranges n=1000" "ranges n=100000" "ranges n=1000000" \
     "ranges-free n=1000" "ranges-free n=100000" "ranges-free n=1000000" "coexist 5us" "alternate 5us" \
@@ -188,7 +232,7 @@ for key in "ranges n=1000" "ranges n=100000" "ranges n=1000000" \
         "$ratio" "$o90" "$t90" "$r90" "$rrm" "$rrx" "<=$target" "$verdict"
     if test -n "$csv"; then
         test -f "$csv" || echo "$header" > "$csv"
-        echo "$label,$1,$2,$o,$t,$ratio,$target,$verdict,$loadname,$policy,$o50,$t50,$o90,$t90,$r90,$(printf '%.3f' "$rrm"),$(printf '%.3f' "$rrx"),$rounds,$host" >> "$csv"
+        echo "$label,$1,$2,$o,$t,$ratio,$target,$verdict,$loadname,$policy,$o50,$t50,$o90,$t90,$r90,$(printf '%.3f' "$rrm"),$(printf '%.3f' "$rrx"),$rounds,$host,$rtname" >> "$csv"
     fi
 done
-echo "bench-paths: $rounds rounds, alternating processes, load $loadname, wait policy $policy; $miss MISS"
+echo "bench-paths: $rounds rounds, alternating processes, load $loadname, wait policy $policy, OpenMP runtime $rtname; $miss MISS"

@@ -597,7 +597,9 @@ if [ -n "$PATHS" ]; then
         e_paths=$(est paths "$prounds" 6)
         [ "$prounds" -lt 7 ] && say "bench: paths: $prounds rounds (the time budget, at this run's pace)"
     fi
-    run_stage paths "$e_paths" "$prounds" sh "$here/bench-paths.sh" "$PATHS" "$prounds" "$tmp/paths.csv"
+    # The build's own runtime, as every other stage (the application on
+    # libomp: make bench-libomp, scripts/bench-paths.sh --runtime libomp).
+    run_stage paths "$e_paths" "$prounds" env BENCH_RUNTIME=auto sh "$here/bench-paths.sh" "$PATHS" "$prounds" "$tmp/paths.csv"
 fi
 if [ -n "$CG" ]; then
     # The CG application (examples/cg): threadteam kernels inside an OpenMP

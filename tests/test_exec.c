@@ -785,7 +785,7 @@ START_TEST(test_strerror_and_names)
         "TT_OK",         "TT_EINVAL",       "TT_ENOMEM",         "TT_EAGAIN",
         "TT_ESHORTTEAM", "TT_ERANGE",       "TT_ECONSUMED",      "TT_ECOPY",
         "TT_EBUSY",      "TT_EFORKED",      "TT_ENOTSUP",        "TT_EWRONGTHREAD",
-        "TT_EDESTROYED", "TT_REFUSED_FORK_CHILD", "TT_REFUSED_CALLER_IN_POOL", "TT_REFUSED_UNAVAILABLE",
+        "TT_EDESTROYED", "TT_ERUNTIME", "TT_REFUSED_FORK_CHILD", "TT_REFUSED_CALLER_IN_POOL", "TT_REFUSED_UNAVAILABLE",
         "TT_REFUSED_BUSY",
     };
     ck_assert_uint_eq(TT_ARRAY_LEN(names), TT_ARRAY_LEN(tt_all_codes));
@@ -807,7 +807,7 @@ START_TEST(test_strerror_and_names)
             ck_assert_int_ne(c, tt_all_codes[j]);
         }
     }
-    static const int unknown[] = {-1, 13, 31, 36, 999, INT_MAX, INT_MIN};
+    static const int unknown[] = {-1, 14, 31, 36, 999, INT_MAX, INT_MIN};
     for (size_t u = 0; u < TT_ARRAY_LEN(unknown); u++) {
         const char *s = tt_strerror(unknown[u]);
         const char *nm = tt_status_name(unknown[u]);
