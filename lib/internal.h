@@ -49,6 +49,21 @@
 #define TT__LIKELY(x) __builtin_expect(!!(x), 1)
 #define TT__UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* Invariants, always compiled (release builds too, as Argobots does): the
+ * few states whose corruption would otherwise show up far away, as a hang
+ * or a slot lost for good (a token's busy word, a scope's command and join,
+ * the thread's hold stack, the pairing of an entry's begin and end). Each
+ * is an integer compare on a path that touches the field anyway, never in
+ * the inner loop of a wait; TT__ASSERT (--enable-debug) keeps the costly
+ * checks. On failure: file, line and what broke on stderr, then abort(). */
+__attribute__((cold, noreturn, noinline)) void tt__invariant_failed(const char *file, int line,
+                                                                   const char *what);
+#define TT__INVARIANT(c, what)                                                 \
+    do {                                                                       \
+        if (TT__UNLIKELY(!(c)))                                                \
+            tt__invariant_failed(__FILE__, __LINE__, what);                    \
+    } while (0)
+
 /* ------------------------------------------------------------------------ */
 /* Waits (wait.c)                                                            */
 /* ------------------------------------------------------------------------ */
@@ -598,8 +613,6 @@ int tt__gang_try_acquire_prefix(tt_pool *p, unsigned n, uint32_t *idx);
 void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx);
 void tt__gang_init_free(tt_pool *p);
 
-extern _Atomic uint64_t tt__fork_generation; /* bumped in fork() children */
-extern _Atomic bool tt__fork_tainted; /* a child of a multi-threaded parent */
 /* True in a fork() child of the process that built the pool. */
 bool tt__pool_forked(const tt_pool *p);
 /* Count an entry in (TT_OK, or TT_EDESTROYED when the pool is gone) and
@@ -739,11 +752,18 @@ void tt__exec_resume(const tt__exec *x, unsigned saved);
 int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg);
 int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg);
 int tt__team_broadcast(tt__exec *x, tt_bcast_fn fn, void *arg);
-/* Hooks of team.c that token.c calls: end the leader role of a lead token
- * (a no-op for other tokens), and whether a command is in flight on a team
- * token's control block (its `team` field). */
-void tt__team_token_end(tt__exec *x);
-bool tt__team_ctl_busy(const void *ctl);
+/* The head of the control block a team token carries in its `team` field:
+ * all that token.c knows of teams, so that the token protocol calls nothing
+ * above it. `busy`: a command (section, split) is in flight, written only
+ * by the block's leader, the one thread that uses a team token of the block
+ * (TT__F_OWNED, TT__F_IN_TASK, a lead token's leader); an entry on such a
+ * token is then refused (TT_EBUSY) before it claims anything. `lead_end`:
+ * ends the leader role of a token minted by tt_team_lead (persistent teams,
+ * team.c; NULL in every other block), called exactly once per lead token. */
+typedef struct tt__team_hook {
+    bool busy;
+    void (*lead_end)(tt__exec *x);
+} tt__team_hook;
 
 /* tt_for_ranges' split, shared by the pooled and the team paths: at most
  * `budget` ranges of at least `grain` (one range when len < grain), and
@@ -823,31 +843,40 @@ int tt__memalign(void **p, size_t align, size_t n);
 bool tt__fault_thread(void);
 void tt__fault_inject(long alloc_nth, long thread_nth);
 
-/* Resource failures (gomp_guard.c, pool.c). tt__thread_create is
+/* Thread starts with bounded retries (gomp_guard.c): tt__thread_create is
  * pthread_create retried on EAGAIN a bounded number of times (libgomp's own
- * thread starts and allocations are retried the same way by gomp_guard.c).
- * tt__threads_room: TT_OK when `need` more threads fit under threads-max,
- * the pids cgroup and RLIMIT_NPROC now, else TT_EAGAIN. tt__region_room:
- * the same for a root region of `width` on the calling thread, once per
- * thread and width. */
+ * thread starts and allocations are retried the same way). */
 int tt__thread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg);
-int tt__threads_room(unsigned need);
-int tt__region_room(unsigned width);
-void tt__test_room_refuse(long nth);
-void tt__test_crew_cache_drain(void);
 unsigned long tt__guard_retries(void);
 unsigned tt__guard_slots(void);
+void tt__test_crew_cache_drain(void);
+/* The bytes of static TLS of every module loaded now (crew.c). */
+size_t tt__static_tls_bytes(void);
+
+/* ------------------------------------------------------------------------ */
+/* CPUs and thread limits (cpu.c): below every layer that asks               */
+/* ------------------------------------------------------------------------ */
 
 /* The process's CPU set (the union of OpenMP's places when there are any,
  * since libgomp may have bound the initial thread to one place before
  * main; otherwise the calling thread's affinity set). False when unknown. */
 bool tt__process_cpus(cpu_set_t *set);
-/* The bytes of static TLS of every module loaded now (crew.c). */
-size_t tt__static_tls_bytes(void);
 /* CPUs in the calling thread's affinity set (at least 1). */
 unsigned tt__affinity_cpus(void);
-/* The CPUs of the process's affinity set when the first pool was built: a
- * hint for hot paths that must not make a system call. */
+/* The CPUs of the process's affinity set when first asked: a hint for hot
+ * paths that must not make a system call. */
 unsigned tt__cpu_count_cached(void);
+/* The widest pool the system allows: our own cap, OpenMP's thread limit
+ * (through `be`), the kernel's threads-max and RLIMIT_NPROC. */
+unsigned tt__width_limit(const tt__backend *be);
+/* Threads of the process now, from /proc (0 when unknown). */
+unsigned tt__process_threads(void);
+/* tt__threads_room: TT_OK when `need` more threads fit under threads-max,
+ * the pids cgroup and RLIMIT_NPROC now, else TT_EAGAIN. tt__region_room:
+ * the same for a root region of `width` on the calling thread, once per
+ * thread and width. */
+int tt__threads_room(unsigned need);
+int tt__region_room(unsigned width);
+void tt__test_room_refuse(long nth);
 
 #endif /* TT_INTERNAL_H */

@@ -43,6 +43,11 @@ typedef struct split_cmd {
 } split_cmd;
 
 struct tt__ctl {
+    /* What token.c reads of the block through a team token's `team` field
+     * (internal.h): `busy`, a command is in flight (leader-private), and
+     * the hook that ends a persistent team's leader role. First, so that
+     * the token protocol needs nothing else of this file. */
+    tt__team_hook hook;
     tt__event gen TT__ALIGNED; /* bumped once per command                 */
     /* The command's header: generation << 32 | kind << 24 | width, one
      * atomic word, so that a participant left out of a narrow section can
@@ -68,7 +73,6 @@ struct tt__ctl {
     void *ledger;
     pthread_t leader;         /* the thread that may issue commands      */
     uint32_t pool_gen;        /* tokens minted here belong to this pool  */
-    bool busy;                /* a command is in flight (leader-private) */
     /* The block's participants are every thread of the OpenMP region they
      * run in (a root scope on the caller's team at the pool's width): a
      * section of the block's full size is that region's team to OpenMP. */
@@ -261,7 +265,7 @@ static int scope_leader_check(const tt_scope *scope)
         return TT_EINVAL;
     if (!pthread_equal(scope->c->leader, pthread_self()))
         return TT_EWRONGTHREAD;
-    if (scope->c->busy)
+    if (scope->c->hook.busy)
         return TT_EBUSY;
     return TT_OK;
 }
@@ -293,7 +297,7 @@ int tt_scope_run_with(tt_scope *scope, unsigned width, tt_section_fn section, vo
     tt__ctl *c = scope->c;
     if ((rc = fail_get(c)) != 0)
         return rc; /* a failed scope runs no more sections */
-    c->busy = true;
+    c->hook.busy = true;
     c->fn = section;
     c->arg = arg;
     c->width = width;
@@ -306,7 +310,7 @@ int tt_scope_run_with(tt_scope *scope, unsigned width, tt_section_fn section, vo
         run_section(c, 0);
         wait_join(c);
     }
-    c->busy = false;
+    c->hook.busy = false;
     return fail_get(c);
 }
 
@@ -407,7 +411,7 @@ static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_jo
     }
     split_cmd sc = {.jobs = jobs, .groups = groups, .size = size, .split = split, .job = job,
                     .arg = arg, .subs = subs, .child_flags = child_flags};
-    c->busy = true;
+    c->hook.busy = true;
     c->split = &sc;
     if (size > 1 && groups > 0) {
         /* A narrower view (size < c->size) leaves the rest idle: only
@@ -420,7 +424,7 @@ static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_jo
         split_part(c, 0);
     }
     c->split = NULL;
-    c->busy = false;
+    c->hook.busy = false;
     return fail_get(c);
 }
 
@@ -453,17 +457,6 @@ tt_exec *tt_scope_reborrow(tt_scope *scope, tt_exec *child)
                            .ledger = scope->ledger, .team = scope->c, .owner = pthread_self()};
     tt__token_mint(x, &spec);
     return child;
-}
-
-/* A command (section, split) is in flight on the control block: the
- * leader is inside it. Read by token.c before an entry on a team token
- * claims anything, so that such an entry is refused (TT_EBUSY) without
- * consuming the token. Only the block's leader writes `busy`, and a team
- * token is used on that thread (TT__F_OWNED, TT__F_IN_TASK; a lead token
- * by its leader). */
-bool tt__team_ctl_busy(const void *ctl)
-{
-    return ((const tt__ctl *)ctl)->busy;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -857,7 +850,7 @@ static int with_carried_scope(tt__exec *x, carried_op op, void *ctx)
      * consumed: a refusal consumes nothing. `busy` is written only by the
      * block's leader thread, which this is (tt__exec_check confirmed the
      * token's owner). */
-    if (c->busy) {
+    if (c->hook.busy) {
         tt__exec_unclaim(x);
         return TT_EBUSY;
     }
@@ -1020,6 +1013,8 @@ struct tt_team {
     bool lent;
 };
 
+static void team_lead_end(tt__exec *x);
+
 int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
 {
     if (!team)
@@ -1087,6 +1082,7 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
     t->width = width;
     tt__wait_policy pol = crew ? crew->team_pol : (tt__wait_policy){0};
     ctl_init(&t->ctl, pool, crew, width, t->members, &pol, NULL);
+    t->ctl.hook.lead_end = team_lead_end;
     if (nm > 0 && !t->lends)
         start_members(&t->ctl, t->works, pool->attr.pin_participants && pin_allowed());
     t->lent = t->lends && nm > 0;
@@ -1165,10 +1161,10 @@ static tt_team *team_of_ctl(tt__ctl *c)
     return (tt_team *)(void *)((char *)c - offsetof(tt_team, ctl));
 }
 
-void tt__team_token_end(tt__exec *x)
+/* The end of a leader role (token.c calls it through the control block's
+ * hook, tt__team_hook.lead_end, for a token minted by tt_team_lead). */
+static void team_lead_end(tt__exec *x)
 {
-    if (!(x->flags & TT__F_LEAD) || !x->team)
-        return;
     tt_team *t = team_of_ctl(x->team);
     if (t->lends && t->width > 1) {
         /* The role ends on the leader's thread: lend the members to the

@@ -20,12 +20,31 @@
  *    descendant is inside an entry, when that entry leaves
  *    (TT__BUSY_ENDING).
  *
- * token.c knows nothing of placement; of teams it uses two hooks of team.c
- * (tt__team_token_end, tt__team_ctl_busy).
+ * token.c knows nothing of placement, and calls nothing above it: of a team
+ * it reads only the hook at the head of the control block a team token
+ * carries (tt__team_hook: whether a command is in flight, and the function
+ * that ends a leader role, which the persistent team fills in).
  */
 #include "internal.h"
 
 #include <string.h>
+
+/* The team hooks of a token (x->team is a control block whose head is a
+ * tt__team_hook). */
+static bool team_busy(const tt__exec *x)
+{
+    return (x->flags & TT__F_TEAM) && x->team && ((const tt__team_hook *)x->team)->busy;
+}
+
+/* End the leader role of a token minted by tt_team_lead (others: nothing). */
+static void lead_end(tt__exec *x)
+{
+    if (!(x->flags & TT__F_LEAD) || !x->team)
+        return;
+    const tt__team_hook *h = x->team;
+    if (h->lead_end)
+        h->lead_end(x);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Minting                                                                   */
@@ -173,7 +192,7 @@ static bool chain_busy(const tt__exec *x)
     for (const tt__exec *p = x->parent; p; p = p->parent)
         if (atomic_load_explicit(&p->busy, memory_order_acquire) != 0)
             return true;
-    return (x->flags & TT__F_TEAM) && x->team && tt__team_ctl_busy(x->team);
+    return team_busy(x);
 }
 
 /* The one rule behind tt_broadcast and tt_can_broadcast: what a broadcast
@@ -224,11 +243,11 @@ static void release_ancestors(tt__exec *x, const tt__exec *stop)
             if (nend < sizeof ending / sizeof ending[0])
                 ending[nend++] = p;
             else
-                tt__team_token_end(p); /* not reached: one lead per chain */
+                lead_end(p); /* not reached: one lead per chain */
         }
     }
     for (unsigned i = 0; i < nend; i++)
-        tt__team_token_end(ending[i]);
+        lead_end(ending[i]);
 }
 
 /* Claim the token for an entry, without consuming it. Every refusal comes
@@ -244,7 +263,7 @@ static void release_ancestors(tt__exec *x, const tt__exec *stop)
  * its claim. */
 int tt__exec_claim(tt__exec *x)
 {
-    if ((x->flags & TT__F_TEAM) && x->team && tt__team_ctl_busy(x->team))
+    if (team_busy(x))
         return TT_EBUSY;
     uint32_t zero = 0;
     /* acq_rel pairs with the release in leave() of a child on another
@@ -323,8 +342,7 @@ void tt__exec_leave(tt__exec *x)
     release_ancestors(x, NULL);
     atomic_store_explicit(&x->busy, 0, memory_order_release);
     /* A token minted by tt_team_lead ends the leader role when consumed. */
-    if (x->flags & TT__F_LEAD)
-        tt__team_token_end(x);
+    lead_end(x);
     if (x->pool)
         tt__pool_entry_end(x->pool);
 }
@@ -432,7 +450,7 @@ void tt_exec_finish(tt_exec *ex)
      * (release_ancestors). Exactly one of the two sees the other's mark. */
     uint32_t old = atomic_fetch_or_explicit(&x->busy, TT__BUSY_ENDING, memory_order_acq_rel);
     if ((old & ~TT__BUSY_ENDING) == 0)
-        tt__team_token_end(x);
+        lead_end(x);
 }
 
 bool tt_carries_team(const tt_exec *ex)
