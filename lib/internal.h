@@ -551,51 +551,6 @@ void tt__test_force_private_crew(bool on);
  * *crew receives that crew. The level-1 OpenMP thread number names the
  * only member it can be in each crew, and a thread comparison confirms. */
 int tt__pool_member_of(const tt_pool *pool, tt__crew **crew);
-/* Inline holds: a thread that runs work of a pool inline while it is no
- * member of it holds one slot for the run (exec.c, inline_hold). These
- * say whether the calling thread is inside such a run of `pool` (then it
- * never waits for the pool's slots again), and enter and leave one. */
-/* tt__ledger_pool_suspend/resume: the calling thread stops counting for
- * every root of `pool` it counts for (it gives its slot of the pool back
- * while it waits), and counts again. */
-#define TT__LEDGER_SAVED 8
-typedef struct tt__ledger_saved {
-    unsigned n;
-    uint64_t id[TT__LEDGER_SAVED];
-    unsigned depth[TT__LEDGER_SAVED];
-} tt__ledger_saved;
-struct tt__exec;
-typedef struct tt__inline_hold {
-    tt_pool *pool;
-    uint32_t slot;
-    bool held;
-} tt__inline_hold;
-/* Take the slot an inline run of token x needs (none when the calling
- * thread holds something of the pool already), give it back unused, and
- * bracket the run (exec.c). */
-void tt__inline_hold_take(tt__inline_hold *h, struct tt__exec *x);
-void tt__inline_hold_drop(tt__inline_hold *h);
-void tt__inline_hold_begin(tt__inline_hold *h);
-void tt__inline_hold_end(tt__inline_hold *h);
-/* The hold of `pool` the calling thread is inside (NULL: none). */
-tt__inline_hold *tt__pool_thread_hold(const tt_pool *pool);
-static inline bool tt__pool_thread_holds(const tt_pool *pool)
-{
-    return tt__pool_thread_hold(pool) != NULL;
-}
-/* A thread inside a hold of the pool that makes a nested entry which takes
- * slots of the same pool lends its held slot to it for the entry (the
- * parent waiting for its children keeps no slot), and takes it back after:
- * it never waits for slots while holding one. */
-typedef struct tt__lend {
-    tt__inline_hold *h;
-    tt__ledger_saved ls;
-} tt__lend;
-void tt__lend_begin(tt__lend *l, tt_pool *pool);
-void tt__lend_end(tt__lend *l);
-void tt__pool_hold_push(tt__inline_hold *h);
-void tt__pool_hold_pop(void);
-
 /* Take exactly n free slots for a plain thread, waiting in FIFO order
  * (timeout_ns UINT64_MAX: forever). idx receives their indices, lowest
  * first. Returns TT_OK or TT_REFUSED_UNAVAILABLE on timeout. */
@@ -737,13 +692,14 @@ int tt__token_broadcast_verdict(const tt__exec *x);
  * while it waits, and release it. */
 int tt__exec_check(const tt__exec *x);
 /* claim: count the entry (token, ancestors, pool) without consuming;
- * consume: the token is used up (undoes the claim on failure); unclaim:
- * a refusal after the claim, nothing consumed; enter = claim + consume. */
+ * consume: the token is used up (the caller undoes the claim on failure);
+ * unclaim: a refusal after the claim, nothing consumed; unconsume: a
+ * refusal found after the consume (the claim still held). Entries use them
+ * through the entry frame (entry.c), never one by one. */
 int tt__exec_claim(tt__exec *x);
 int tt__exec_consume(tt__exec *x);
 void tt__exec_unconsume(tt__exec *x);
 void tt__exec_unclaim(tt__exec *x);
-int tt__exec_enter(tt__exec *x);
 void tt__exec_leave(tt__exec *x);
 unsigned tt__exec_suspend(const tt__exec *x);
 void tt__exec_resume(const tt__exec *x, unsigned saved);
@@ -794,6 +750,143 @@ enum tt__cost_kind {
 enum tt__cost_kind tt__exec_cost_kind(const tt_exec *ex);
 /* The dispatch costs in force for a pool (attr's, or the host default). */
 const tt_dispatch_costs *tt__pool_costs(const tt_pool *pool);
+
+/* ------------------------------------------------------------------------ */
+/* Placement (place.c): members of a token, slots taken, holds, lending      */
+/* ------------------------------------------------------------------------ */
+
+/* What tt__ledger_pool_suspend saves: the roots of one pool the calling
+ * thread stopped counting for (it gives its slot of the pool back while it
+ * waits), to count for them again with tt__ledger_pool_resume. */
+#define TT__LEDGER_SAVED 8
+typedef struct tt__ledger_saved {
+    unsigned n;
+    uint64_t id[TT__LEDGER_SAVED];
+    unsigned depth[TT__LEDGER_SAVED];
+} tt__ledger_saved;
+
+/* An inline hold: the one slot a thread takes to run work of a pool inline
+ * while it holds nothing of it. While the run lasts the hold is on the
+ * thread's hold stack, so that the thread never waits for the pool's slots
+ * again. */
+typedef struct tt__inline_hold {
+    tt_pool *pool;
+    uint32_t slot;
+    bool held;
+} tt__inline_hold;
+
+/* A thread inside a hold of the pool that makes a nested entry which takes
+ * slots of the same pool lends its held slot to it for the entry (the
+ * parent waiting for its children keeps no slot), and takes it back after:
+ * it never waits for slots while holding one. */
+typedef struct tt__lend {
+    tt__inline_hold *h;
+    tt__ledger_saved ls;
+} tt__lend;
+
+/* Where an entry's tasks run. */
+enum tt__route {
+    TT__ROUTE_GANG,    /* the token's gang part, or a member's nested root  */
+    TT__ROUTE_REGION,  /* a region on the calling thread's own team         */
+    TT__ROUTE_PRIVATE  /* the pool's private crew; the caller waits         */
+};
+
+/* The members an entry may use, and what it took for them. */
+typedef struct tt__placement {
+    const uint32_t *gang; /* member indices in `crew`, or NULL             */
+    uint32_t off, cnt;    /* gang[off, off + cnt)                          */
+    int self;             /* caller's member index in `crew`, or -1        */
+    tt__crew *crew;       /* the crew the member indices name              */
+    enum tt__route route;
+    unsigned acquired;    /* slots taken from the pool for this entry      */
+    uint32_t *slots;      /* where the taken slot indices are              */
+    tt__lend lend;        /* the inline hold's slot lent to this entry     */
+} tt__placement;
+
+/* How many members an entry reserves and how: `need` of them, slots
+ * 0..need-1 exactly (`prefix`, a broadcast; waits forever), a plain thread
+ * waiting at most `timeout_ns` (UINT64_MAX: forever), and under `strict`
+ * all or none (a scope: a member then tops its token's gang part up to
+ * `need`, and is refused when it cannot). */
+typedef struct tt__reserve {
+    unsigned need;
+    bool prefix;
+    bool strict;
+    uint64_t timeout_ns;
+} tt__reserve;
+
+/* The members of token x as seen from the calling thread: TT_OK, or
+ * TT_EWRONGTHREAD when the token's gang part belongs to another task. */
+int tt__place_members(const tt__exec *x, tt__placement *pl);
+/* A plain thread's crew, before the token is consumed: the private crew,
+ * started now if it was not (TT_OK, TT_EAGAIN, TT_ENOMEM, TT_ESHORTTEAM),
+ * or its own team's region (room for its threads: TT_OK or TT_EAGAIN);
+ * then its region crew (TT_ENOMEM), and giving the region crew back. */
+int tt__place_crew(tt_pool *pool, tt__placement *pl);
+int tt__place_region_crew(tt_pool *pool, tt__placement *pl);
+void tt__place_drop_crew(tt_pool *pool, tt__placement *pl);
+/* Reserve the members per `r` when the token holds none (or, strict, too
+ * few): `slots` and `gang` have room for r->need indices. TT_OK, or (a
+ * plain thread's timeout, a strict member) TT_REFUSED_UNAVAILABLE. Every
+ * outcome is undone by tt__place_unreserve: the region crew, the slots,
+ * the lent slot taken back. */
+int tt__place_reserve(tt_pool *pool, tt__placement *pl, const tt__reserve *r, uint32_t *slots,
+                      uint32_t *gang);
+void tt__place_unreserve(tt_pool *pool, tt__placement *pl);
+
+/* Take the slot an inline run of token x needs (none when the calling
+ * thread holds something of the pool already; pl: the token's placement,
+ * or NULL to find it), give it back unused, and bracket the run. */
+void tt__inline_hold_take(tt__inline_hold *h, const tt__exec *x, const tt__placement *pl);
+void tt__inline_hold_drop(tt__inline_hold *h);
+void tt__inline_hold_begin(tt__inline_hold *h);
+void tt__inline_hold_end(tt__inline_hold *h);
+/* The hold of `pool` the calling thread is inside (NULL: none). */
+tt__inline_hold *tt__pool_thread_hold(const tt_pool *pool);
+static inline bool tt__pool_thread_holds(const tt_pool *pool)
+{
+    return tt__pool_thread_hold(pool) != NULL;
+}
+void tt__pool_hold_push(tt__inline_hold *h);
+void tt__pool_hold_pop(const tt__inline_hold *h);
+void tt__lend_begin(tt__lend *l, tt_pool *pool);
+void tt__lend_end(tt__lend *l);
+
+/* ------------------------------------------------------------------------ */
+/* The entry frame (entry.c)                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Every entry (a call that runs work under a token: tt_fork,
+ * tt_for_ranges, tt_broadcast, tt_external, tt_team_scope and the entries
+ * on team tokens) goes through one frame:
+ *
+ *   tt__entry_begin   claim the token (count the entry: token, ancestors,
+ *                     pool); nothing consumed
+ *   tt__entry_hold    (optional) take the inline slot the run needs
+ *   tt__entry_commit  consume the token; the thread's ledger count is given
+ *                     up and the inline hold entered while the work runs
+ *   tt__entry_abort   a refusal before the commit: drop the hold and the
+ *                     claim, return the code
+ *   tt__entry_end     after the work: leave the hold, count again, and
+ *                     leave the token, or (ran == false: a refusal found
+ *                     after the commit, nothing ran) give it back unused
+ *
+ * What the entry took between begin and commit (slots, a region crew) is
+ * given back by the caller before tt__entry_abort or tt__entry_end, since
+ * the pool may be destroyed as soon as the claim is dropped. */
+enum { TT__ENTRY_CLAIMED = 1, TT__ENTRY_RUNNING, TT__ENTRY_CLOSED };
+typedef struct tt__entry {
+    tt__exec *x;
+    tt__inline_hold hold;
+    unsigned saved; /* the ledger count given up while the work runs */
+    int state;
+} tt__entry;
+
+int tt__entry_begin(tt__entry *e, tt__exec *x);
+void tt__entry_hold(tt__entry *e, const tt__placement *pl);
+int tt__entry_commit(tt__entry *e);
+int tt__entry_abort(tt__entry *e, int rc);
+void tt__entry_end(tt__entry *e, bool ran);
 
 /* ------------------------------------------------------------------------ */
 /* Ledger (ledger.c); every call is a no-op without --enable-ledger          */

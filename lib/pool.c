@@ -338,6 +338,7 @@ int tt__pool_entry_begin(tt_pool *p, uint32_t gen)
 void tt__pool_entry_end(tt_pool *p)
 {
     uint32_t left = atomic_fetch_sub_explicit(&p->entries, 1, memory_order_acq_rel) - 1;
+    TT__INVARIANT(left != UINT32_MAX, "pool entry count: an entry ended that never began");
     if (left == 0 && atomic_load_explicit(&p->state, memory_order_acquire) == TT__POOL_DOOMED)
         tt__pool_finish_doomed(p);
 }
@@ -489,33 +490,6 @@ static bool is_member(const tt__crew *c, int k, uintptr_t self)
     return (unsigned)k < c->width &&
            atomic_load_explicit(&c->members[k].thread_id, memory_order_relaxed) == self;
 }
-
-/* The inline holds this thread is inside, innermost last. A pool appears
- * once at most (a thread inside a hold takes no second slot of its pool),
- * so the depth is the number of different pools nested inline on one
- * thread; holds past TT__HOLDS are not recorded (their nested entries wait
- * for slots as plain threads do). */
-#define TT__HOLDS 16
-static _Thread_local tt__inline_hold *tls_holds[TT__HOLDS];
-static _Thread_local unsigned tls_nholds;
-
-tt__inline_hold *tt__pool_thread_hold(const tt_pool *pool)
-{
-    unsigned n = tls_nholds < TT__HOLDS ? tls_nholds : TT__HOLDS;
-    for (unsigned i = 0; i < n; i++)
-        if (tls_holds[i]->pool == pool)
-            return tls_holds[i];
-    return NULL;
-}
-
-void tt__pool_hold_push(tt__inline_hold *h)
-{
-    if (tls_nholds < TT__HOLDS)
-        tls_holds[tls_nholds] = h;
-    tls_nholds++;
-}
-
-void tt__pool_hold_pop(void) { tls_nholds--; }
 
 int tt__pool_member_of(const tt_pool *pool, tt__crew **crew)
 {

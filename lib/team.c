@@ -642,6 +642,121 @@ static void scope_region_member(void *ctx, unsigned k, unsigned got)
     tt__region_member_leave(c->crew, k);
 }
 
+/* A scope of the leader alone (budget 1, a pool of width 1): no member,
+ * no scheduler call, and a slot of the pool when this thread holds none
+ * (place.c, inline holds). */
+static int scope_alone(tt__entry *fr, tt_scope_fn fn, void *arg)
+{
+    tt__exec *x = fr->x;
+    tt__entry_hold(fr, NULL);
+    int rc = tt__entry_commit(fr);
+    if (rc)
+        return tt__entry_abort(fr, rc);
+    tt__ctl c;
+    tt__wait_policy pol = {0};
+    ctl_init(&c, x->pool, NULL, 1, NULL, &pol, x->ledger);
+    _Atomic int fail = 0;
+    c.fail = &fail;
+    tt_scope view = {.c = &c, .size = 1, .ledger = x->ledger};
+    run_scope_fn(&c, &view, fn, arg);
+    tt__entry_end(fr, true);
+    return atomic_load_explicit(&fail, memory_order_acquire);
+}
+
+/* A scope's settings: the pool's, overridden by the options. */
+typedef struct scope_settings {
+    uint64_t timeout;
+    tt__wait_policy pol;
+    bool pin;
+} scope_settings;
+
+static scope_settings scope_settings_of(const tt_pool *pool, const tt_team_opts *opts)
+{
+    scope_settings s = {.timeout = pool->attr.acquire_timeout_ns,
+                        .pol = {.spin_polls = pool->attr.spin_polls,
+                                .throttled = pool->width > tt__cpu_count_cached()},
+                        .pin = pool->attr.pin_participants};
+    if (opts) {
+        if (opts->acquire_timeout_ns != UINT64_MAX)
+            s.timeout = opts->acquire_timeout_ns;
+        if (opts->spin_polls != UINT64_MAX)
+            s.pol.spin_polls = opts->spin_polls;
+        if (opts->pin_participants >= 0)
+            s.pin = opts->pin_participants != 0;
+    }
+    s.pin = s.pin && pin_allowed();
+    return s;
+}
+
+/* The members of a scope, all taken before the token is consumed, so that
+ * a refusal consumes nothing (place.c has the rules). A member's token
+ * holds a gang part that starts with the caller; a member tops it up from
+ * the free slots of its private crew without waiting, or is refused at
+ * once. A plain thread takes `budget` slots, its own included, waiting up
+ * to the acquire timeout (a thread of a tt_external callee's region never
+ * waits for the slots that tt_external may hold: free now, or refused),
+ * and runs on its own team's region, or on the private crew where it
+ * cannot (one that came out short: TT_REFUSED_UNAVAILABLE). */
+static int scope_reserve(tt__exec *x, tt__placement *pl, uint64_t timeout, uint32_t *slots,
+                         uint32_t *gang)
+{
+    tt_pool *pool = x->pool;
+    int rc = tt__place_members(x, pl);
+    if (rc)
+        return rc;
+    tt__reserve r = {.need = x->budget, .strict = true, .timeout_ns = timeout};
+    if (pl->self < 0) {
+        rc = tt__place_crew(pool, pl);
+        if (rc)
+            return rc == TT_ESHORTTEAM ? TT_REFUSED_UNAVAILABLE : rc;
+        if (tt__pool_external_callee(pool))
+            r.timeout_ns = 0;
+    }
+    rc = tt__place_reserve(pool, pl, &r, slots, gang);
+    if (rc == TT_OK && pl->route == TT__ROUTE_REGION)
+        rc = tt__place_region_crew(pool, pl);
+    return rc;
+}
+
+/* A root scope on the caller's own team. False when the team came out
+ * narrower than the scope (dynamic adjustment, a thread limit reached after
+ * the pool was built): the members cannot be had, and nothing ran. */
+static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_settings *s,
+                            _Atomic int *fail, tt_scope_fn fn, void *arg)
+{
+    tt_pool *pool = x->pool;
+    unsigned budget = x->budget;
+    unsigned cpus[budget];
+    tt__ctl c;
+    tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
+    ctl_init(&c, pool, pl->crew, budget, NULL, &s->pol, x->ledger);
+    /* Every thread of the region takes part when the scope has the pool's
+     * width (the region is always opened at that width). */
+    c.region_team = budget == pool->width;
+    c.fail = fail;
+    scope_region r = {.c = &c, .view = &view, .fn = fn, .arg = arg, .cpus = cpus,
+                      .ncpu = s->pin ? pin_cpus(cpus, budget) : 0};
+    tt__backend_get()->region(pool->width, scope_region_member, &r);
+    return !r.short_team;
+}
+
+/* A scope on members of a crew through their mailboxes: participant p >= 1
+ * runs on member gang[p] (on the private crew the leader is not a member:
+ * its slot is the first). */
+static void scope_on_members(tt__exec *x, const tt__placement *pl, const scope_settings *s,
+                             _Atomic int *fail, tt_scope_fn fn, void *arg)
+{
+    unsigned budget = x->budget;
+    tt__ctl c;
+    tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
+    ctl_init(&c, x->pool, pl->crew, budget, pl->gang + pl->off + 1, &s->pol, x->ledger);
+    c.fail = fail;
+    part_work works[budget - 1];
+    start_members(&c, works, s->pin);
+    run_scope_fn(&c, &view, fn, arg);
+    end_members(&c);
+}
+
 int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, void *arg)
 {
     tt__exec *x = ex ? tt__x(ex) : NULL;
@@ -655,178 +770,39 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
     /* Claim first (a parent whose child is inside an entry is busy, whatever
      * members are free; and a destroy from another thread is refused from
      * here on), consume only once the members are there. */
-    rc = tt__exec_claim(x);
+    tt__entry fr;
+    rc = tt__entry_begin(&fr, x);
     if (rc)
         return rc;
-
     tt_pool *pool = x->pool;
     unsigned budget = x->budget;
-    if (budget == 1 || !pool || pool->width <= 1) {
-        /* A scope of the leader alone: no member, no scheduler call (a
-         * slot of the pool when this thread holds none: exec.c). */
-        tt__inline_hold hold;
-        tt__inline_hold_take(&hold, x);
-        rc = tt__exec_consume(x);
-        if (rc) {
-            tt__inline_hold_drop(&hold);
-            tt__exec_unclaim(x);
-            return rc;
-        }
-        tt__ctl c;
-        tt__wait_policy pol = {0};
-        ctl_init(&c, pool, NULL, 1, NULL, &pol, x->ledger);
-        _Atomic int fail = 0;
-        c.fail = &fail;
-        tt_scope view = {.c = &c, .size = 1, .ledger = x->ledger};
-        unsigned saved = tt__exec_suspend(x);
-        tt__inline_hold_begin(&hold);
-        run_scope_fn(&c, &view, fn, arg);
-        tt__inline_hold_end(&hold);
-        tt__exec_resume(x, saved);
-        tt__exec_leave(x);
-        return atomic_load_explicit(&fail, memory_order_acquire);
-    }
-
-    uint64_t timeout = pool->attr.acquire_timeout_ns;
-    tt__wait_policy pol = {.spin_polls = pool->attr.spin_polls,
-                           .throttled = pool->width > tt__cpu_count_cached()};
-    bool pin = pool->attr.pin_participants;
-    if (opts) {
-        if (opts->acquire_timeout_ns != UINT64_MAX)
-            timeout = opts->acquire_timeout_ns;
-        if (opts->spin_polls != UINT64_MAX)
-            pol.spin_polls = opts->spin_polls;
-        if (opts->pin_participants >= 0)
-            pin = opts->pin_participants != 0;
-    }
-    pin = pin && pin_allowed();
-
-    /* The members. A member's token holds a gang part that starts with the
-     * caller; a member takes what else it needs from the free slots of its
-     * private crew without waiting, or is refused at once (a member never
-     * waits for members: those it would wait for may be held by its own
-     * root until this very job returns). A plain thread takes `budget`
-     * slots, its own included, waiting up to the acquire timeout, and runs
-     * on its own team's region, or on the private crew where it cannot.
-     * Everything is taken before the token is consumed, so that a refusal
-     * consumes nothing. */
-    tt__crew *crew = NULL;
-    int self = tt__pool_member_of(pool, &crew);
-    uint32_t members[budget], slots[budget];
-    unsigned have = 0, taken = 0;
-    bool region = false;
-    tt__lend lend = {0};
-    if (self >= 0) {
-        if (x->gang && x->gang_cnt > 0) {
-            if (x->gang[x->gang_off] != (uint32_t)self)
-                rc = TT_EWRONGTHREAD;
-            for (uint32_t i = 1; i < x->gang_cnt && have < budget - 1; i++)
-                members[have++] = x->gang[x->gang_off + i];
-        }
-        if (rc == TT_OK && have < budget - 1) {
-            if (crew->kind != TT__CREW_PRIVATE) {
-                rc = TT_REFUSED_UNAVAILABLE;
-            } else {
-                rc = tt__gang_try_acquire_all(pool, budget - 1 - have, slots);
-                if (rc == TT_OK) {
-                    taken = budget - 1 - have;
-                    for (unsigned i = 0; i < taken; i++)
-                        members[have + i] = slots[i];
-                }
-            }
-        }
-    } else if (x->gang && x->gang_cnt > 0) {
-        rc = TT_EWRONGTHREAD;
-    } else {
-        bool private = tt__pool_uses_private_crew(pool);
-        if (private) {
-            rc = tt__pool_private_crew(pool, &crew);
-            if (rc == TT_ESHORTTEAM)
-                rc = TT_REFUSED_UNAVAILABLE; /* the members cannot be had */
-        } else {
-            rc = tt__region_room(pool->width); /* room for the region's threads */
-        }
-        /* A thread of a tt_external callee's region never waits for the
-         * slots that tt_external may hold: free now, or refused. A thread
-         * inside an inline run of the pool lends that run's slot to the
-         * scope (tt__lend_begin). */
-        if (tt__pool_external_callee(pool))
-            timeout = 0;
-        if (rc == TT_OK) {
-            tt__lend_begin(&lend, pool);
-            rc = tt__gang_acquire(pool, budget, slots, timeout);
-        }
-        if (rc == TT_OK) {
-            taken = budget;
-            tt__ledger_install(pool);
-            if (!private) {
-                crew = tt__region_crew_get(pool);
-                if (crew)
-                    region = true;
-                else
-                    rc = TT_ENOMEM;
-            }
-            /* On the private crew the leader is not a member: its slot is
-             * the first, and participants 1.. run on the members of the
-             * others. */
-            for (unsigned i = 1; i < budget; i++)
-                members[have++] = slots[i];
-        }
-    }
+    if (budget == 1 || !pool || pool->width <= 1)
+        return scope_alone(&fr, fn, arg);
+    scope_settings s = scope_settings_of(pool, opts);
+    tt__placement pl;
+    uint32_t slots[budget], gang[budget];
+    rc = scope_reserve(x, &pl, s.timeout, slots, gang);
     if (rc == TT_OK)
-        rc = tt__exec_consume(x);
+        rc = tt__entry_commit(&fr);
     if (rc) {
         /* Give back what was taken under the claim, then the claim (the
          * pool may be destroyed as soon as the entry count drops). */
-        if (region)
-            tt__region_crew_put(pool, crew);
-        if (taken)
-            tt__gang_release(pool, taken, slots);
-        tt__lend_end(&lend);
-        tt__exec_unclaim(x);
-        return rc;
+        tt__place_unreserve(pool, &pl);
+        return tt__entry_abort(&fr, rc);
     }
-    pol.throttled = pol.throttled || budget > tt__cpu_count_cached();
-    tt__ctl c;
+    s.pol.throttled = s.pol.throttled || budget > tt__cpu_count_cached();
     _Atomic int fail = 0;
-    tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
-    unsigned saved = tt__exec_suspend(x);
-    if (region) {
-        unsigned cpus[budget];
-        ctl_init(&c, pool, crew, budget, NULL, &pol, x->ledger);
-        /* Every thread of the region takes part when the scope has the
-         * pool's width (the region is always opened at that width). */
-        c.region_team = budget == pool->width;
-        c.fail = &fail;
-        scope_region r = {.c = &c, .view = &view, .fn = fn, .arg = arg, .cpus = cpus,
-                          .ncpu = pin ? pin_cpus(cpus, budget) : 0};
-        tt__backend_get()->region(pool->width, scope_region_member, &r);
-        tt__region_crew_put(pool, crew);
-        /* A team narrower than the scope (dynamic adjustment, a thread
-         * limit reached after the pool was built): the members cannot be
-         * had; nothing ran, and the refusal consumes nothing (below). */
-        if (r.short_team)
-            rc = TT_REFUSED_UNAVAILABLE;
-    } else {
-        ctl_init(&c, pool, crew, budget, members, &pol, x->ledger);
-        c.fail = &fail;
-        part_work works[budget - 1];
-        start_members(&c, works, pin);
-        run_scope_fn(&c, &view, fn, arg);
-        end_members(&c);
-    }
-    tt__exec_resume(x, saved);
-    if (taken)
-        tt__gang_release(pool, taken, slots);
-    tt__lend_end(&lend);
-    if (rc == TT_REFUSED_UNAVAILABLE) {
-        tt__exec_unconsume(x);
-        tt__exec_unclaim(x);
-        return rc;
-    }
-    tt__exec_leave(x);
-    /* The scope's failure code (tt_scope_fail), when it ran and failed. */
-    return rc ? rc : atomic_load_explicit(&fail, memory_order_acquire);
+    bool ran = true;
+    if (pl.route == TT__ROUTE_REGION)
+        ran = scope_on_region(x, &pl, &s, &fail, fn, arg);
+    else
+        scope_on_members(x, &pl, &s, &fail, fn, arg);
+    tt__place_unreserve(pool, &pl);
+    /* A team narrower than the scope ran nothing: the refusal consumes
+     * nothing. Otherwise the scope's failure code (tt_scope_fail), when it
+     * ran and failed. */
+    tt__entry_end(&fr, ran);
+    return ran ? atomic_load_explicit(&fail, memory_order_acquire) : TT_REFUSED_UNAVAILABLE;
 }
 
 int tt_team_scope(tt_exec *ex, tt_scope_fn fn, void *arg)
@@ -842,7 +818,8 @@ typedef int (*carried_op)(tt_scope *view, void *ctx);
 static int with_carried_scope(tt__exec *x, carried_op op, void *ctx)
 {
     tt__ctl *c = x->team;
-    int rc = tt__exec_claim(x);
+    tt__entry fr;
+    int rc = tt__entry_begin(&fr, x);
     if (rc)
         return rc;
     /* A command already in flight on the block (an entry on a scope token
@@ -850,15 +827,9 @@ static int with_carried_scope(tt__exec *x, carried_op op, void *ctx)
      * consumed: a refusal consumes nothing. `busy` is written only by the
      * block's leader thread, which this is (tt__exec_check confirmed the
      * token's owner). */
-    if (c->hook.busy) {
-        tt__exec_unclaim(x);
-        return TT_EBUSY;
-    }
-    rc = tt__exec_consume(x);
-    if (rc) {
-        tt__exec_unclaim(x);
-        return rc;
-    }
+    rc = c->hook.busy ? TT_EBUSY : tt__entry_commit(&fr);
+    if (rc)
+        return tt__entry_abort(&fr, rc);
     pthread_t prev = c->leader;
     c->leader = pthread_self();
     /* This entry's own failure word (a failure inside it is this entry's
@@ -866,12 +837,10 @@ static int with_carried_scope(tt__exec *x, carried_op op, void *ctx)
     _Atomic int fail = 0, *prev_fail = c->fail;
     c->fail = &fail;
     tt_scope view = {.c = c, .size = x->budget, .ledger = x->ledger};
-    unsigned saved = tt__exec_suspend(x);
     rc = op(&view, ctx);
-    tt__exec_resume(x, saved);
     c->fail = prev_fail;
     c->leader = prev;
-    tt__exec_leave(x);
+    tt__entry_end(&fr, true);
     return rc;
 }
 
@@ -971,11 +940,14 @@ static int team_section(tt__exec *x, unsigned width, tt_section_fn fn, void *arg
 int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg)
 {
     if (len == 0) {
-        int rc = tt__exec_enter(x);
-        if (rc)
-            return rc;
-        tt__exec_leave(x);
-        return TT_OK;
+        /* Nothing to run: the token is used up all the same. */
+        tt__entry fr;
+        int rc = tt__entry_begin(&fr, x);
+        if (rc == TT_OK && (rc = tt__entry_commit(&fr)) != TT_OK)
+            return tt__entry_abort(&fr, rc);
+        if (rc == TT_OK)
+            tt__entry_end(&fr, true);
+        return rc;
     }
     unsigned ntasks = tt__range_tasks(len, grain, x->budget);
     team_ranges r = {.body = body, .arg = arg, .len = len, .ntasks = ntasks};

@@ -4,8 +4,9 @@
  *
  * Every token, whatever made it (tt_exec_init, tt_exec_reborrow, a fork
  * job's child in exec.c, a scope token or a team lead in team.c), is minted
- * by tt__token_mint, and every entry goes through tt__exec_check and
- * tt__exec_enter, so the rules below hold for every kind of token:
+ * by tt__token_mint, and every entry goes through tt__exec_check and the
+ * entry frame (entry.c: claim, consume, leave), so the rules below hold for
+ * every kind of token:
  *
  *  - A refusal consumes nothing. Everything that can refuse an entry
  *    (the chain's state, a busy token or ancestor, a command in flight on
@@ -324,17 +325,6 @@ void tt__exec_unconsume(tt__exec *x)
 {
     TT__ASSERT(atomic_load_explicit(&x->magic, memory_order_relaxed) == TT__MAGIC_CONSUMED);
     atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_release);
-}
-
-int tt__exec_enter(tt__exec *x)
-{
-    int rc = tt__exec_claim(x);
-    if (rc)
-        return rc;
-    rc = tt__exec_consume(x);
-    if (rc)
-        tt__exec_unclaim(x);
-    return rc;
 }
 
 void tt__exec_leave(tt__exec *x)
