@@ -889,6 +889,80 @@ int tt__entry_abort(tt__entry *e, int rc);
 void tt__entry_end(tt__entry *e, bool ran);
 
 /* ------------------------------------------------------------------------ */
+/* Team scopes (team_scope.c) and persistent teams (team.c)                  */
+/* ------------------------------------------------------------------------ */
+
+/* A control block: shared by a leader thread (participant 0) and size - 1
+ * members (participants 1..size-1), each of which waits for the block's
+ * generation word to move, runs the command the leader wrote, and reports
+ * to the command's join (team_scope.c). A scope's block lives on the
+ * leader's stack; a persistent team's in the tt_team. */
+typedef struct tt__ctl tt__ctl;
+struct tt__ctl {
+    /* What token.c reads of the block through a team token's `team` field
+     * (internal.h): `busy`, a command is in flight (leader-private), and
+     * the hook that ends a persistent team's leader role. First, so that
+     * the token protocol needs nothing else of this file. */
+    tt__team_hook hook;
+    tt__event gen TT__ALIGNED; /* bumped once per command                 */
+    /* The command's header: generation << 32 | kind << 24 | width, one
+     * atomic word, so that a participant left out of a narrow section can
+     * read which command it is while the leader may already write the next
+     * (it does not wait for participants that take no part). */
+    _Atomic uint64_t cmd;
+    /* The command's body: read only by participants that take part, which
+     * the leader waits for before it writes another. */
+    tt_section_fn fn;
+    void *arg;
+    unsigned width;
+    struct split_cmd *split; /* team_scope.c */
+    tt__join join TT__ALIGNED;
+    /* The section barrier: arrivals, and the generation that releases. */
+    _Atomic uint32_t bar_count TT__ALIGNED;
+    tt__event bar_gen;
+    /* Fixed for the life of the block. */
+    tt_pool *pool;
+    tt__crew *crew;
+    unsigned size;            /* participants, the leader included       */
+    const uint32_t *members;  /* participant p >= 1 is members[p - 1]    */
+    tt__wait_policy pol;
+    void *ledger;
+    pthread_t leader;         /* the thread that may issue commands      */
+    uint32_t pool_gen;        /* tokens minted here belong to this pool  */
+    /* The block's participants are every thread of the OpenMP region they
+     * run in (a root scope on the caller's team at the pool's width): a
+     * section of the block's full size is that region's team to OpenMP. */
+    bool region_team;
+    /* The failure word of the tt_team_scope call this block serves now
+     * (tt_scope_fail, tt_section_fail): 0, or the first code. Set by the
+     * leader before any command; a split's sub-blocks share their parent's. */
+    _Atomic int *fail;
+};
+
+/* A member's part of a scope: the work posted to it once per scope. */
+typedef struct tt__part_work {
+    tt__work w;
+    tt__ctl *c;
+    unsigned rank;
+    uint32_t gen0;   /* the generation before the first command          */
+    bool pin;
+    unsigned cpu;    /* CPU to pin to, when pin                          */
+} tt__part_work;
+
+/* Set up a control block of `size` participants on `crew` (`members`:
+ * participant p >= 1 is members[p - 1]; NULL on a region crew, where
+ * region thread p is participant p). */
+void tt__ctl_init(tt__ctl *c, tt_pool *pool, tt__crew *crew, unsigned size,
+                  const uint32_t *members, const tt__wait_policy *pol, void *ledger);
+/* Post the participant loop to every member of c (`works`: size - 1
+ * records that live until the end command's join), pinned per `pin`; and
+ * end it: the members leave the loop, and the leader waits for them. */
+void tt__ctl_start_members(tt__ctl *c, tt__part_work *works, bool pin);
+void tt__ctl_end_members(tt__ctl *c);
+/* Whether participants may be pinned (not under LIKWID's own pinning). */
+bool tt__pin_allowed(void);
+
+/* ------------------------------------------------------------------------ */
 /* Ledger (ledger.c); every call is a no-op without --enable-ledger          */
 /* ------------------------------------------------------------------------ */
 
