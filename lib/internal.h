@@ -843,10 +843,6 @@ void tt__inline_hold_begin(tt__inline_hold *h);
 void tt__inline_hold_end(tt__inline_hold *h);
 /* The hold of `pool` the calling thread is inside (NULL: none). */
 tt__inline_hold *tt__pool_thread_hold(const tt_pool *pool);
-static inline bool tt__pool_thread_holds(const tt_pool *pool)
-{
-    return tt__pool_thread_hold(pool) != NULL;
-}
 void tt__pool_hold_push(tt__inline_hold *h);
 void tt__pool_hold_pop(const tt__inline_hold *h);
 void tt__lend_begin(tt__lend *l, tt_pool *pool);

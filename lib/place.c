@@ -232,7 +232,7 @@ void tt__place_unreserve(tt_pool *pool, tt__placement *pl)
 static bool inline_slot_needed(const tt__exec *x, const tt__placement *pl)
 {
     return x->pool && !(x->flags & TT__F_TEAM) && pl->self < 0 && !pl->gang &&
-           !tt__pool_thread_holds(x->pool) && !tt__pool_external_callee(x->pool);
+           !tt__pool_thread_hold(x->pool) && !tt__pool_external_callee(x->pool);
 }
 
 void tt__inline_hold_take(tt__inline_hold *h, const tt__exec *x, const tt__placement *pl)

@@ -85,6 +85,14 @@ static tt__wait_stats *ctl_stats(tt__ctl *c) { return c->crew ? c->crew->stats :
  * join for `pending` of them. */
 static void issue(tt__ctl *c, int kind, uint32_t pending)
 {
+    /* One command at a time: the previous command's join is complete (the
+     * leader waited for it), and no more participants report than the
+     * block has beside its leader. */
+    TT__INVARIANT((atomic_load_explicit(&c->join.word, memory_order_relaxed) &
+                   ~TT__JOIN_SLEEPING) == 0,
+                  "scope: a command issued while the last one's join is pending");
+    TT__INVARIANT(pending < c->size && (kind == CMD_END || c->width <= c->size),
+                  "scope: a command for more participants than the block has");
     tt__join_init(&c->join, pending);
     uint32_t g = atomic_load_explicit(&c->gen.word, memory_order_relaxed) + 1;
     /* Relaxed: the seq_cst store of the generation in tt__event_post
@@ -441,6 +449,9 @@ static void participate(tt__ctl *c, unsigned rank, uint32_t seen)
             tt__join_done(&c->join, st);
             return;
         default:
+            /* The header of a command of this generation names a kind the
+             * leader never writes: the block was overwritten. */
+            TT__INVARIANT(false, "scope: a command of unknown kind");
             break;
         }
     }

@@ -240,6 +240,8 @@ static void release_ancestors(tt__exec *x, const tt__exec *stop)
     unsigned nend = 0;
     for (tt__exec *p = x->parent; p != stop; p = p->parent) {
         uint32_t old = atomic_fetch_and_explicit(&p->busy, TT__BUSY_ENDING, memory_order_acq_rel);
+        TT__INVARIANT((old & ~TT__BUSY_ENDING) != 0,
+                      "token: an ancestor given back that was not lent to an entry");
         if ((old & TT__BUSY_ENDING) && (old & ~TT__BUSY_ENDING)) {
             if (nend < sizeof ending / sizeof ending[0])
                 ending[nend++] = p;
@@ -298,6 +300,8 @@ int tt__exec_claim(tt__exec *x)
 /* Undo a claim: the entry was refused after it, and nothing was consumed. */
 void tt__exec_unclaim(tt__exec *x)
 {
+    TT__INVARIANT(atomic_load_explicit(&x->busy, memory_order_relaxed) & TT__BUSY_ENTRY,
+                  "token: an entry undone that was not claimed");
     if (x->pool)
         tt__pool_entry_end(x->pool);
     release_ancestors(x, NULL);
@@ -314,6 +318,8 @@ int tt__exec_consume(tt__exec *x)
     if (!atomic_compare_exchange_strong_explicit(&x->magic, &live, TT__MAGIC_CONSUMED,
                                                  memory_order_acq_rel, memory_order_acquire))
         return TT_ECONSUMED;
+    TT__INVARIANT(atomic_load_explicit(&x->busy, memory_order_relaxed) & TT__BUSY_ENTRY,
+                  "token: consumed without a claim");
     return TT_OK;
 }
 
@@ -323,12 +329,15 @@ int tt__exec_consume(tt__exec *x)
  * no other entry saw the token consumed; the caller then unclaims. */
 void tt__exec_unconsume(tt__exec *x)
 {
-    TT__ASSERT(atomic_load_explicit(&x->magic, memory_order_relaxed) == TT__MAGIC_CONSUMED);
+    TT__INVARIANT(atomic_load_explicit(&x->magic, memory_order_relaxed) == TT__MAGIC_CONSUMED,
+                  "token: given back unused but not consumed");
     atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_release);
 }
 
 void tt__exec_leave(tt__exec *x)
 {
+    TT__INVARIANT(atomic_load_explicit(&x->busy, memory_order_relaxed) & TT__BUSY_ENTRY,
+                  "token: left an entry that was not claimed");
     release_ancestors(x, NULL);
     atomic_store_explicit(&x->busy, 0, memory_order_release);
     /* A token minted by tt_team_lead ends the leader role when consumed. */
