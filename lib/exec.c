@@ -216,21 +216,17 @@ static void region_member(void *ctx, unsigned k, unsigned got)
         }
         if (k >= r->ntasks)
             return;
-        tt__region_member_enter(c, k);
         short_part sp = {r, k, got};
-        tt__participate(c, iso, short_participate, &sp);
-        tt__region_member_leave(c, k);
+        tt__region_participate(c, k, iso, short_participate, &sp);
         return;
     }
     if (k >= r->n)
         return; /* not needed: leave at once */
-    tt__region_member_enter(c, k);
     /* The whole participation is one thread to OpenMP (one nested region
      * per participant per root, not one per share): the shares, the
      * entries nested in them and the work this member serves for them. */
     region_part part = {r, k};
-    tt__participate(c, iso, region_participate, &part);
-    tt__region_member_leave(c, k);
+    tt__region_participate(c, k, iso, region_participate, &part);
 }
 
 /* Returns false when the team formed was too narrow for calls that must

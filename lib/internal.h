@@ -1,18 +1,26 @@
 /*
  * internal.h -- private structures of threadteam. Nothing here is installed.
  *
- * Layers (prefixes and files show them):
+ * Layers, from the bottom up (prefixes and files show them); each file
+ * calls only into layers below it, and this header calls into none:
  *   tt__wait_*    spin / yield / futex waits shaped like libgomp's   (wait.c)
+ *   (CPUs)        the process's CPUs and thread limits, room for
+ *                 more threads                                       (cpu.c)
  *   tt__crew_*    the threads that run a pool's tasks: the private
  *                 crew held on a host thread (crew.c), the caller's
  *                 own OpenMP team for one root (host_team.c), behind a
  *                 small backend table          (backend_omp.c, backend_serial.c)
  *   tt__gang_*    the pool's slots: reservation for one root         (gang.c)
  *   tt__pool_*    pools, membership, lifecycle                       (pool.c)
+ *   tt__place_*   where an entry runs: members of a token, slots
+ *                 taken, inline holds and lending                    (place.c)
  *   tt__token_*,  the token protocol: mint, check, claim, consume,   (token.c)
  *   tt__exec_*    leave, reborrow, limit, finish
- *   (entries)     placement and the task engine                      (exec.c)
- *   tt__team_*    scopes, teams, team-authority entries              (team.c)
+ *   tt__entry_*   the entry frame every entry runs through           (entry.c)
+ *   (entries)     pooled entries and the task engine                 (exec.c)
+ *   tt__ctl_*     team scopes: control blocks, sections, splits,
+ *                 tt_team_scope, entries on team tokens        (team_scope.c)
+ *   (teams)       persistent teams                                   (team.c)
  *   tt__ledger_*  test support, compiled out without --enable-ledger (ledger.c)
  */
 #ifndef TT_INTERNAL_H
@@ -519,19 +527,23 @@ static inline void tt__share_run(const tt_pool *pool, void (*fn)(void *ctx), voi
         tt__backend_get()->isolate(fn, ctx);
 }
 
-/* A participant's part of a root or scope on its crew: one thread to OpenMP
- * for the whole part (isolate), or only confined (an `omp parallel` in it
- * gets one thread) where `isolate` is false: the pool's owner declared its
- * shares OpenMP-free, or the participants are their region's whole team. */
-static inline void tt__participate(const tt__crew *c, bool isolate, void (*fn)(void *ctx),
-                                   void *ctx)
+/* Region thread k's part of a root or scope on region crew c: member k of
+ * the crew for the whole part, and one thread to OpenMP for it (isolate),
+ * or only confined (an `omp parallel` in it gets one thread) where
+ * `isolate` is false: the pool's owner declared its shares OpenMP-free, or
+ * the participants are their region's whole team. The one place where a
+ * participant's share isolation is decided. */
+static inline void tt__region_participate(tt__crew *c, unsigned k, bool isolate,
+                                          void (*fn)(void *ctx), void *ctx)
 {
+    tt__region_member_enter(c, k);
     if (isolate) {
         c->be->isolate(fn, ctx);
     } else {
         c->be->confine();
         fn(ctx);
     }
+    tt__region_member_leave(c, k);
 }
 
 static inline tt__crew *tt__pool_crew(const tt_pool *p)

@@ -592,15 +592,13 @@ static void scope_region_member(void *ctx, unsigned k, unsigned got)
     }
     if (k >= c->size)
         return;
-    tt__region_member_enter(c->crew, k);
     scope_part part = {r, k};
     /* Every thread of the region takes part: the block is the region's
      * team (run_section), and each participant stays at the region's level,
      * confined. Otherwise each participant is one thread to OpenMP for the
      * whole scope. */
-    tt__participate(c->crew, !c->region_team && c->pool->attr.isolate_shares, scope_participate,
-                    &part);
-    tt__region_member_leave(c->crew, k);
+    tt__region_participate(c->crew, k, !c->region_team && c->pool->attr.isolate_shares,
+                           scope_participate, &part);
 }
 
 /* A scope of the leader alone (budget 1, a pool of width 1): no member,
