@@ -420,6 +420,32 @@ static inline void tt__region_member_leave(tt__crew *c, unsigned k)
 }
 
 /* ------------------------------------------------------------------------ */
+/* CPUs and thread limits (cpu.c): below every layer that asks               */
+/* ------------------------------------------------------------------------ */
+
+/* The process's CPU set (the union of OpenMP's places when there are any,
+ * since libgomp may have bound the initial thread to one place before
+ * main; otherwise the calling thread's affinity set). False when unknown. */
+bool tt__process_cpus(cpu_set_t *set);
+/* CPUs in the calling thread's affinity set (at least 1). */
+unsigned tt__affinity_cpus(void);
+/* The CPUs of the process's affinity set when first asked: a hint for hot
+ * paths that must not make a system call. */
+unsigned tt__cpu_count_cached(void);
+/* The widest pool the system allows: our own cap, OpenMP's thread limit
+ * (through `be`), the kernel's threads-max and RLIMIT_NPROC. */
+unsigned tt__width_limit(const tt__backend *be);
+/* Threads of the process now, from /proc (0 when unknown). */
+unsigned tt__process_threads(void);
+/* tt__threads_room: TT_OK when `need` more threads fit under threads-max,
+ * the pids cgroup and RLIMIT_NPROC now, else TT_EAGAIN. tt__region_room:
+ * the same for a root region of `width` on the calling thread, once per
+ * thread and width. */
+int tt__threads_room(unsigned need);
+int tt__region_room(unsigned width);
+void tt__test_room_refuse(long nth);
+
+/* ------------------------------------------------------------------------ */
 /* The pool and its slots                                                    */
 /* ------------------------------------------------------------------------ */
 
@@ -716,7 +742,7 @@ void tt__exec_leave(tt__exec *x);
 unsigned tt__exec_suspend(const tt__exec *x);
 void tt__exec_resume(const tt__exec *x, unsigned saved);
 
-/* Team-authority entries (team.c, called by exec.c). */
+/* Team-authority entries (team_scope.c, called by exec.c). */
 int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg);
 int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg);
 int tt__team_broadcast(tt__exec *x, tt_bcast_fn fn, void *arg);
@@ -1027,31 +1053,5 @@ unsigned tt__guard_slots(void);
 void tt__test_crew_cache_drain(void);
 /* The bytes of static TLS of every module loaded now (crew.c). */
 size_t tt__static_tls_bytes(void);
-
-/* ------------------------------------------------------------------------ */
-/* CPUs and thread limits (cpu.c): below every layer that asks               */
-/* ------------------------------------------------------------------------ */
-
-/* The process's CPU set (the union of OpenMP's places when there are any,
- * since libgomp may have bound the initial thread to one place before
- * main; otherwise the calling thread's affinity set). False when unknown. */
-bool tt__process_cpus(cpu_set_t *set);
-/* CPUs in the calling thread's affinity set (at least 1). */
-unsigned tt__affinity_cpus(void);
-/* The CPUs of the process's affinity set when first asked: a hint for hot
- * paths that must not make a system call. */
-unsigned tt__cpu_count_cached(void);
-/* The widest pool the system allows: our own cap, OpenMP's thread limit
- * (through `be`), the kernel's threads-max and RLIMIT_NPROC. */
-unsigned tt__width_limit(const tt__backend *be);
-/* Threads of the process now, from /proc (0 when unknown). */
-unsigned tt__process_threads(void);
-/* tt__threads_room: TT_OK when `need` more threads fit under threads-max,
- * the pids cgroup and RLIMIT_NPROC now, else TT_EAGAIN. tt__region_room:
- * the same for a root region of `width` on the calling thread, once per
- * thread and width. */
-int tt__threads_room(unsigned need);
-int tt__region_room(unsigned width);
-void tt__test_room_refuse(long nth);
 
 #endif /* TT_INTERNAL_H */
