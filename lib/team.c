@@ -40,6 +40,19 @@ struct tt_team {
 
 static void team_lead_end(tt__exec *x);
 
+/* Free a team's memory; `sync`: its lock and condition variable were
+ * initialised and are destroyed too. */
+static void team_free(tt_team *t, bool sync)
+{
+    if (sync) {
+        pthread_cond_destroy(&t->cond);
+        pthread_mutex_destroy(&t->lock);
+    }
+    free(t->members);
+    free(t->works);
+    free(t);
+}
+
 int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
 {
     if (!team)
@@ -61,16 +74,12 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
     t->members = tt__calloc(width, sizeof *t->members);
     t->works = tt__calloc(nm ? nm : 1, sizeof *t->works);
     if (!t->members || !t->works || pthread_mutex_init(&t->lock, NULL) != 0) {
-        free(t->members);
-        free(t->works);
-        free(t);
+        team_free(t, false);
         return TT_ENOMEM;
     }
     if (pthread_cond_init(&t->cond, NULL) != 0) {
         pthread_mutex_destroy(&t->lock);
-        free(t->members);
-        free(t->works);
-        free(t);
+        team_free(t, false);
         return TT_ENOMEM;
     }
     pthread_mutex_lock(&pool->lock);
@@ -96,11 +105,7 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
             pool->team_owned = false;
             pthread_mutex_unlock(&pool->lock);
         }
-        pthread_cond_destroy(&t->cond);
-        pthread_mutex_destroy(&t->lock);
-        free(t->members);
-        free(t->works);
-        free(t);
+        team_free(t, true);
         return rc;
     }
     t->pool = pool;
@@ -218,9 +223,7 @@ tt_pool *tt_team_into_pool(tt_team *team)
          * the parent, and the team's lock may have been copied locked:
          * touch neither, free the memory and give the pool back. */
         tt_pool *pool = team->pool;
-        free(team->members);
-        free(team->works);
-        free(team);
+        team_free(team, false);
         return pool;
     }
     pthread_mutex_lock(&team->lock);
@@ -242,11 +245,7 @@ tt_pool *tt_team_into_pool(tt_team *team)
         pool->team_owned = false;
         pthread_mutex_unlock(&pool->lock);
     }
-    pthread_cond_destroy(&team->cond);
-    pthread_mutex_destroy(&team->lock);
-    free(team->members);
-    free(team->works);
-    free(team);
+    team_free(team, true);
     /* A pool destroyed from one of the team's members ends here, the last
      * holder out; there is no pool to give back. */
     if (!forked && tt__pool_finish_doomed(pool))
