@@ -565,6 +565,32 @@ static int parse_row(const char *p, const char *e, unsigned line, const char *ke
     return TT_OK;
 }
 
+/* The rest of a 'class' line, [q, e) after the key: one host class name. */
+static int parse_class(const char *q, const char *e, unsigned line, tt_host_class *klass,
+                       tt_cost_error *err)
+{
+    while (q < e && is_blank(*q))
+        q++;
+    const char *n = q;
+    while (q < e && !is_blank(*q))
+        q++;
+    const int nlen = (int)(q - n);
+    while (q < e && is_blank(*q))
+        q++;
+    if (nlen == 0)
+        return fail(err, line, "'class' needs a host class name");
+    if (q != e)
+        return fail(err, line, "'class' takes one name, found more");
+    char name[32];
+    if ((size_t)nlen >= sizeof name)
+        return fail(err, line, "unknown host class '%.*s'", nlen > TOK_SHOW ? TOK_SHOW : nlen, n);
+    memcpy(name, n, (size_t)nlen);
+    name[nlen] = '\0';
+    if (tt_host_class_from_name(name, klass) != TT_OK)
+        return fail(err, line, "unknown host class '%s'", name);
+    return TT_OK;
+}
+
 static int parse_text(const char *text, size_t len, tt_dispatch_costs *out, tt_host_class *cls,
                       tt_cost_error *err)
 {
@@ -600,26 +626,9 @@ static int parse_text(const char *text, size_t len, tt_dispatch_costs *out, tt_h
             if (class_line)
                 return fail(err, line, "duplicate 'class' line (the first is line %u)",
                             class_line);
-            while (q < e && is_blank(*q))
-                q++;
-            const char *n = q;
-            while (q < e && !is_blank(*q))
-                q++;
-            const int nlen = (int)(q - n);
-            while (q < e && is_blank(*q))
-                q++;
-            if (nlen == 0)
-                return fail(err, line, "'class' needs a host class name");
-            if (q != e)
-                return fail(err, line, "'class' takes one name, found more");
-            char name[32];
-            if ((size_t)nlen >= sizeof name)
-                return fail(err, line, "unknown host class '%.*s'", nlen > TOK_SHOW ? TOK_SHOW : nlen,
-                            n);
-            memcpy(name, n, (size_t)nlen);
-            name[nlen] = '\0';
-            if (tt_host_class_from_name(name, &klass) != TT_OK)
-                return fail(err, line, "unknown host class '%s'", name);
+            int rc = parse_class(q, e, line, &klass, err);
+            if (rc != TT_OK)
+                return rc;
             class_line = line;
             continue;
         }

@@ -249,7 +249,7 @@ size_t tt__static_tls_bytes(void)
 
 static int preflight_threads(unsigned n)
 {
-    /* The counts first (threads-max, pids cgroup, RLIMIT_NPROC: pool.c),
+    /* The counts first (threads-max, pids cgroup, RLIMIT_NPROC: cpu.c),
      * then, under a finite RLIMIT_NPROC, the kernel's own answer. */
     int rc = tt__threads_room(n);
     if (rc != TT_OK)

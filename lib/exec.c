@@ -24,112 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The token protocol (mint, check, enter, leave, derive) is in token.c. */
-
-/* ------------------------------------------------------------------------ */
-/* Placement: which members an entry may use                                 */
-/* ------------------------------------------------------------------------ */
-
-/* Where an entry's tasks run. */
-enum route {
-    ROUTE_GANG,    /* the token's gang part, or a member's nested root     */
-    ROUTE_REGION,  /* a region on the calling thread's own team            */
-    ROUTE_PRIVATE  /* the pool's private crew; the caller waits            */
-};
-
-typedef struct placement {
-    const uint32_t *gang; /* member indices in `crew`, or NULL             */
-    uint32_t off, cnt;    /* gang[off, off + cnt)                          */
-    int self;             /* caller's member index in `crew`, or -1        */
-    tt__crew *crew;       /* the crew the member indices name              */
-    enum route route;
-    unsigned acquired;    /* slots taken from the pool for this entry      */
-    uint32_t *slots;      /* where the taken slot indices are              */
-} placement;
-
-/* The members of a token as seen from the calling thread. A token with a
- * gang part belongs to the task that runs on its first member. */
-static int token_members(const tt__exec *x, placement *pl)
-{
-    *pl = (placement){.self = -1, .route = ROUTE_GANG};
-    if (!x->pool)
-        return TT_OK;
-    pl->self = tt__pool_member_of(x->pool, &pl->crew);
-    if (x->gang && x->gang_cnt > 0 && !(x->flags & TT__F_TEAM)) {
-        if (pl->self < 0 || x->gang[x->gang_off] != (uint32_t)pl->self)
-            return TT_EWRONGTHREAD;
-        pl->gang = x->gang;
-        pl->off = x->gang_off;
-        pl->cnt = x->gang_cnt;
-    }
-    return TT_OK;
-}
-
-/* Reserve the members for an entry that wants `need` of them when the token
- * has none. A member keeps itself first and takes what is free without
- * waiting (on a region crew nothing else serves: it runs alone). A plain
- * thread waits for all `need` slots (FIFO); it then runs on its own team's
- * region, or on the private crew where it cannot. `slots` and `gang` have
- * room for `need` indices. */
-static int reserve(tt_pool *pool, placement *pl, unsigned need, bool prefix, uint32_t *slots,
-                   uint32_t *gang)
-{
-    if (pl->gang)
-        return TT_OK;
-    TT__ASSERT(pl->acquired == 0 || pl->slots == slots);
-    pl->slots = slots;
-    pl->off = 0;
-    if (pl->self >= 0) {
-        gang[0] = (uint32_t)pl->self;
-        if (pl->crew->kind == TT__CREW_PRIVATE) {
-            pl->acquired = tt__gang_try_acquire(pool, need - 1, slots);
-            for (unsigned i = 0; i < pl->acquired; i++)
-                gang[1 + i] = slots[i];
-        }
-        pl->gang = gang;
-        pl->cnt = 1 + pl->acquired;
-        return TT_OK;
-    }
-    bool private = tt__pool_uses_private_crew(pool);
-    tt__crew *crew = NULL;
-    if (private) {
-        int rc = tt__pool_private_crew(pool, &crew);
-        if (rc)
-            return rc;
-    }
-    if (pl->acquired == need) {
-        /* taken already, without waiting (a callee of tt_external) */
-    } else if (prefix) {
-        tt__gang_acquire_prefix(pool, need, slots);
-    } else {
-        tt__gang_acquire(pool, need, slots, UINT64_MAX);
-    }
-    tt__ledger_install(pool);
-    pl->acquired = need;
-    pl->cnt = need;
-    if (private) {
-        pl->route = ROUTE_PRIVATE;
-        pl->crew = crew;
-        pl->gang = slots;
-        return TT_OK;
-    }
-    /* The region crew was taken before the token was consumed (run_entry),
-     * so that a failed allocation consumes nothing. */
-    TT__ASSERT(pl->crew && pl->crew->kind == TT__CREW_REGION);
-    pl->route = ROUTE_REGION;
-    for (unsigned i = 0; i < need; i++)
-        gang[i] = i;
-    pl->gang = gang;
-    return TT_OK;
-}
-
-static void unreserve(tt_pool *pool, placement *pl)
-{
-    if (pl->route == ROUTE_REGION)
-        tt__region_crew_put(pool, pl->crew);
-    if (pl->acquired)
-        tt__gang_release(pool, pl->acquired, pl->slots);
-}
+/* The token protocol (mint, check, claim, consume, leave, derive) is in
+ * token.c, the entry frame around it in entry.c, and placement (which
+ * members an entry uses, the slots it takes, inline holds, lending) in
+ * place.c. */
 
 /* ------------------------------------------------------------------------ */
 /* The task engine                                                           */
@@ -173,7 +71,7 @@ static inline uint32_t ceil_map(uint64_t s, uint32_t cnt, unsigned budget)
  * task j with slots [S_j, S_j + s_j) gets members
  * [ceil(S_j*cnt/budget), ceil((S_j+s_j)*cnt/budget)), exactly its slots
  * when the gang part is full (cnt == budget). */
-static void plan_tasks(entry *e, task *tasks, unsigned ntasks, unsigned budget, const placement *pl)
+static void plan_tasks(entry *e, task *tasks, unsigned ntasks, unsigned budget, const tt__placement *pl)
 {
     uint64_t s = 0;
     for (unsigned j = 0; j < ntasks; j++) {
@@ -212,7 +110,7 @@ static void run_body(entry *e, const task *t)
 }
 
 /* Run the tasks on members through their mailboxes, and wait. */
-static void run_posted(entry *e, task *tasks, unsigned ntasks, const placement *pl)
+static void run_posted(entry *e, task *tasks, unsigned ntasks, const tt__placement *pl)
 {
     unsigned dispatched = 0;
     for (unsigned j = 0; j < ntasks; j++)
@@ -318,26 +216,22 @@ static void region_member(void *ctx, unsigned k, unsigned got)
         }
         if (k >= r->ntasks)
             return;
-        tt__region_member_enter(c, k);
         short_part sp = {r, k, got};
-        tt__participate(c, iso, short_participate, &sp);
-        tt__region_member_leave(c, k);
+        tt__region_participate(c, k, iso, short_participate, &sp);
         return;
     }
     if (k >= r->n)
         return; /* not needed: leave at once */
-    tt__region_member_enter(c, k);
     /* The whole participation is one thread to OpenMP (one nested region
      * per participant per root, not one per share): the shares, the
      * entries nested in them and the work this member serves for them. */
     region_part part = {r, k};
-    tt__participate(c, iso, region_participate, &part);
-    tt__region_member_leave(c, k);
+    tt__region_participate(c, k, iso, region_participate, &part);
 }
 
 /* Returns false when the team formed was too narrow for calls that must
  * run at once (nothing ran). */
-static bool run_region(entry *e, task *tasks, unsigned ntasks, const placement *pl,
+static bool run_region(entry *e, task *tasks, unsigned ntasks, const tt__placement *pl,
                        bool all_at_once)
 {
     int role[pl->cnt];
@@ -357,11 +251,11 @@ static bool run_region(entry *e, task *tasks, unsigned ntasks, const placement *
  * and wait for them. On a region whose team came out short, the tasks run
  * on the threads obtained; calls that must run at once (`all_at_once`, a
  * broadcast) are refused instead (TT_REFUSED_UNAVAILABLE, nothing ran). */
-static int run_tasks(entry *e, unsigned ntasks, unsigned budget, placement *pl, bool all_at_once)
+static int run_tasks(entry *e, unsigned ntasks, unsigned budget, tt__placement *pl, bool all_at_once)
 {
     task tasks[ntasks];
     plan_tasks(e, tasks, ntasks, budget, pl);
-    if (pl->route != ROUTE_REGION) {
+    if (pl->route != TT__ROUTE_REGION) {
         run_posted(e, tasks, ntasks, pl);
         return TT_OK;
     }
@@ -382,101 +276,23 @@ static void child_of(tt__exec *c, const entry *e, const task *t, uint32_t flags,
     tt__token_mint(c, &s);
 }
 
-/* The width caps every root of a pool together (c-api.md), inline runs
- * too: a thread that runs work of the pool inline while it holds nothing of
- * it (no member, not inside a callee of the pool's own tt_external, not
- * inside another inline run of the pool) takes one slot for the run,
- * waiting for it first come first served as roots do. Without it, plain
- * threads with budget-1 roots on a pool of width 1 ran side by side (the
- * ledger's per-pool peak showed 2). A thread inside the run is known by
- * its hold (tt__pool_thread_holds) and never waits for a slot again. */
-static bool inline_slot_needed(const tt__exec *x, const placement *pl)
-{
-    return x->pool && !(x->flags & TT__F_TEAM) && pl->self < 0 && !pl->gang &&
-           !tt__pool_thread_holds(x->pool) && !tt__pool_external_callee(x->pool);
-}
-
-static void inline_hold_take(tt__inline_hold *h, tt__exec *x, const placement *pl)
-{
-    *h = (tt__inline_hold){.pool = x->pool};
-    if (!inline_slot_needed(x, pl))
-        return;
-    tt__gang_acquire(x->pool, 1, &h->slot, UINT64_MAX);
-    h->held = true;
-}
-
-/* Give the slot back without having run (a refused entry). */
-void tt__inline_hold_drop(tt__inline_hold *h)
-{
-    if (h->held)
-        tt__gang_release(h->pool, 1, &h->slot);
-    h->held = false;
-}
-
-void tt__inline_hold_begin(tt__inline_hold *h)
-{
-    if (h->held)
-        tt__pool_hold_push(h);
-}
-
-void tt__lend_begin(tt__lend *l, tt_pool *pool)
-{
-    l->h = tt__pool_thread_hold(pool);
-    if (!l->h || !l->h->held) {
-        l->h = NULL;
-        return;
-    }
-    /* Stop counting first, then give the slot back (the ledger's per-pool
-     * count never shows this thread beside the slot's next holder). */
-    tt__ledger_pool_suspend(pool, &l->ls);
-    tt__gang_release(pool, 1, &l->h->slot);
-    l->h->held = false;
-}
-
-void tt__lend_end(tt__lend *l)
-{
-    if (!l->h)
-        return;
-    tt__gang_acquire(l->h->pool, 1, &l->h->slot, UINT64_MAX);
-    l->h->held = true;
-    tt__ledger_pool_resume(&l->ls);
-}
-
-/* For callers outside this file (team.c): the token's placement first. */
-void tt__inline_hold_take(tt__inline_hold *h, tt__exec *x)
-{
-    placement pl;
-    if (token_members(x, &pl) == TT_OK)
-        inline_hold_take(h, x, &pl);
-    else
-        *h = (tt__inline_hold){.pool = x->pool};
-}
-
-void tt__inline_hold_end(tt__inline_hold *h)
-{
-    if (h->held) {
-        tt__pool_hold_pop();
-        tt__inline_hold_drop(h);
-    }
-}
-
 static void ext_entry_inline(entry *e);
 
-/* The common frame of tt_fork, tt_for_ranges, tt_broadcast and tt_external
- * on a token without team authority: locate the caller, claim and consume
- * the token, run inline when one task (or no crew) suffices, otherwise
- * reserve `need` members and run `ntasks` tasks splitting `budget`. */
+/* The common body of tt_fork, tt_for_ranges, tt_broadcast and tt_external
+ * on a token without team authority, inside the entry frame (entry.c):
+ * locate the caller, run inline when one task (or no crew) suffices,
+ * otherwise reserve `need` members and run `ntasks` tasks splitting
+ * `budget`. */
 typedef struct run_spec {
     unsigned ntasks, budget, need;
     bool prefix; /* take slots 0..need-1 (broadcast)                    */
     bool one;    /* one task on the first member, the rest held (external) */
-    bool claimed; /* the caller claimed the token already (tt_external)  */
 } run_spec;
 
 typedef struct inline_run {
     entry *e;
     const run_spec *sp;
-    const placement *pl;
+    const tt__placement *pl;
 } inline_run;
 
 static void inline_tasks(void *ctx)
@@ -494,141 +310,133 @@ static void inline_tasks(void *ctx)
     }
 }
 
-/* Run an entry. The token is claimed here, or by the caller (sp.claimed);
- * either way every refusal below unclaims it, and success leaves it. */
-static int run_entry(tt__exec *x, entry *e, run_spec sp)
+/* A plain thread's preparation of a spread entry, before the token is
+ * consumed, so that a refused start leaves the token usable: its crew (the
+ * private crew started, or room for its own team's region and the region
+ * crew), room for an external callee's nested team, and, for a thread of a
+ * tt_external callee, the slots taken now or never. Tasks that may run one
+ * after the other (a fork, ranges) never fail for want of threads: they
+ * run on the calling thread alone (*spread cleared, slots conserved); a
+ * broadcast or an external, which need their threads, fail with the code
+ * (a crew that came out short: TT_REFUSED_UNAVAILABLE). */
+static int prepare_plain(tt__exec *x, const run_spec *sp, tt__placement *pl, bool *spread,
+                         uint32_t *slots)
 {
-    int rc = sp.claimed ? TT_OK : tt__exec_claim(x);
+    bool degrade = !sp->prefix && !sp->one;
+    int rc = tt__place_crew(x->pool, pl);
+    if (rc != TT_OK && degrade) {
+        *spread = false;
+        return TT_OK;
+    }
     if (rc)
+        return rc == TT_ESHORTTEAM ? TT_REFUSED_UNAVAILABLE : rc;
+    if (pl->route == TT__ROUTE_REGION && (rc = tt__place_region_crew(x->pool, pl)) != TT_OK)
         return rc;
-    placement pl;
-    rc = token_members(x, &pl);
+    if (sp->one && (rc = tt__threads_room(sp->need - 1)) != TT_OK)
+        return rc; /* the callee's nested team */
+    if (tt__pool_external_callee(x->pool)) {
+        /* A thread of a tt_external callee's own region, calling back into
+         * the pool whose slots that very tt_external holds while it waits
+         * for the callee: it must not wait for them. Take the slots now if
+         * they are free; otherwise run the tasks inline on this thread,
+         * which the tt_external's width already counts (a broadcast, which
+         * needs its calls at once, is refused). */
+        int got = sp->prefix ? tt__gang_try_acquire_prefix(x->pool, sp->need, slots)
+                             : tt__gang_try_acquire_all(x->pool, sp->need, slots);
+        if (got == TT_OK) {
+            pl->slots = slots;
+            pl->acquired = sp->need;
+        } else if (sp->prefix) {
+            return TT_REFUSED_UNAVAILABLE;
+        } else {
+            *spread = false;
+        }
+    }
+    return TT_OK;
+}
+
+/* Lazy and inline: one task (or a pool of width 1) runs on the caller with
+ * the token's members, and no scheduler call is made; still one thread to
+ * OpenMP. */
+static void run_inline(entry *e, const run_spec *sp, const tt__placement *pl)
+{
+    e->gang = pl->gang;
+    e->crew = pl->crew;
+    inline_run run = {.e = e, .sp = sp, .pl = pl};
+    tt__share_run(e->pool, inline_tasks, &run);
+}
+
+/* Reserve the members, run the tasks on them and give them back. Inside an
+ * inline run of this pool, its slot goes to this entry while it runs
+ * (place.c, lending). */
+static int run_spread(tt__exec *x, entry *e, const run_spec *sp, tt__placement *pl,
+                      uint32_t *slots, uint32_t *gang)
+{
+    tt__reserve r = {.need = sp->need, .prefix = sp->prefix, .timeout_ns = UINT64_MAX};
+    int rc = tt__place_reserve(x->pool, pl, &r, slots, gang);
+    if (rc == TT_OK) {
+        if (sp->one) {
+            tt__placement one = *pl;
+            one.cnt = 1;
+            rc = run_tasks(e, 1, 1, &one, false);
+        } else {
+            /* Leaf tasks take one member each: a token's wider gang part
+             * is narrowed to what they use. */
+            tt__placement use = *pl;
+            if (use.cnt > sp->budget)
+                use.cnt = sp->budget;
+            rc = run_tasks(e, sp->ntasks, sp->budget, &use, sp->prefix);
+        }
+    }
+    tt__place_unreserve(x->pool, pl);
+    return rc;
+}
+
+/* Run an entry whose frame `fr` was begun (the token claimed): every
+ * refusal below aborts it, and the end leaves it, or gives the token back
+ * when a short team refused a broadcast after the consume. */
+static int run_entry(tt__entry *fr, entry *e, run_spec sp)
+{
+    tt__exec *x = fr->x;
+    tt__placement pl;
+    int rc = tt__place_members(x, &pl);
     bool spread = !((sp.ntasks <= 1 && !sp.one) || !x->pool || x->pool->width <= 1);
     uint32_t slots[spread ? sp.need : 1], gang[spread ? sp.need : 1];
-    /* Tasks that may run one after the other (a fork, ranges) never fail
-     * for want of threads: they run on the threads obtained. */
-    bool degrade = !sp.prefix && !sp.one;
-    tt__crew *region_crew = NULL;
-    if (rc == TT_OK && spread && pl.self < 0) {
-        /* Start the private crew before the token is consumed, so that a
-         * refused start leaves the token usable: a fork or ranges then runs
-         * on the calling thread alone (slots conserved); a broadcast or an
-         * external, which need their threads, fail with the code (a crew
-         * that came out short: TT_REFUSED_UNAVAILABLE). */
-        tt__crew *crew;
-        if (tt__pool_uses_private_crew(x->pool)) {
-            rc = tt__pool_private_crew(x->pool, &crew);
-            if (rc != TT_OK && degrade) {
-                rc = TT_OK;
-                spread = false;
-            } else if (rc == TT_ESHORTTEAM) {
-                rc = TT_REFUSED_UNAVAILABLE;
-            }
-        } else {
-            /* A root on this thread's own team: room for the region's
-             * threads (libgomp would end the process where it cannot start
-             * them), and its region crew, which is memory, taken before the
-             * consume so that a failed allocation consumes nothing. A fork
-             * or ranges without room runs on this thread alone. */
-            rc = tt__region_room(x->pool->width);
-            if (rc != TT_OK && degrade) {
-                rc = TT_OK;
-                spread = false;
-            }
-            if (rc == TT_OK && spread) {
-                region_crew = tt__region_crew_get(x->pool);
-                if (!region_crew)
-                    rc = TT_ENOMEM;
-            }
-        }
-        if (rc == TT_OK && spread && sp.one)
-            rc = tt__threads_room(sp.need - 1); /* the callee's nested team */
-        if (rc == TT_OK && spread && tt__pool_external_callee(x->pool)) {
-            /* A thread of a tt_external callee's own region, calling back
-             * into the pool whose slots that very tt_external holds while it
-             * waits for the callee: it must not wait for them.
-             * Take the slots now if they are free; otherwise run the tasks
-             * inline on this thread, which the tt_external's width already
-             * counts (a broadcast, which needs its calls at once, is
-             * refused). */
-            int got = sp.prefix ? tt__gang_try_acquire_prefix(x->pool, sp.need, slots)
-                                : tt__gang_try_acquire_all(x->pool, sp.need, slots);
-            if (got == TT_OK) {
-                pl.slots = slots;
-                pl.acquired = sp.need;
-            } else if (sp.prefix) {
-                rc = TT_REFUSED_UNAVAILABLE;
-            } else {
-                spread = false;
-            }
-        }
-    }
-    tt__inline_hold hold = {0};
+    if (rc == TT_OK && spread && pl.self < 0)
+        rc = prepare_plain(x, &sp, &pl, &spread, slots);
     if (rc == TT_OK && !spread && !sp.one)
-        inline_hold_take(&hold, x, &pl);
+        tt__entry_hold(fr, &pl);
     if (rc == TT_OK)
-        rc = tt__exec_consume(x);
-    if (rc == TT_OK && !spread && region_crew) {
-        tt__region_crew_put(x->pool, region_crew);
-        region_crew = NULL;
-    }
+        rc = tt__entry_commit(fr);
     if (rc) {
-        if (pl.acquired)
-            tt__gang_release(x->pool, pl.acquired, pl.slots);
-        if (region_crew)
-            tt__region_crew_put(x->pool, region_crew);
-        tt__inline_hold_drop(&hold);
-        tt__exec_unclaim(x);
-        return rc;
+        tt__place_unreserve(x->pool, &pl);
+        return tt__entry_abort(fr, rc);
     }
-    pl.crew = pl.self < 0 ? region_crew : pl.crew;
-    unsigned saved = tt__exec_suspend(x);
-    tt__inline_hold_begin(&hold);
-    if (!spread && sp.one) {
+    if (!spread && pl.self < 0) {
+        /* A region crew taken for a spread that did not happen. */
+        tt__place_drop_crew(x->pool, &pl);
+        pl.crew = NULL;
+    }
+    if (!spread && sp.one)
         ext_entry_inline(e);
-    } else if (!spread) {
-        /* Lazy and inline: one task (or a pool of width 1) runs on the
-         * caller with the token's members, and no scheduler call is made;
-         * still one thread to OpenMP. */
-        e->gang = pl.gang;
-        e->crew = pl.crew;
-        inline_run run = {.e = e, .sp = &sp, .pl = &pl};
-        tt__share_run(e->pool, inline_tasks, &run);
-    } else {
-        /* Inside an inline run of this pool, its slot goes to this entry
-         * while it runs (tt__lend_begin). */
-        tt__lend lend = {0};
-        if (pl.self < 0 && !pl.gang && pl.acquired == 0)
-            tt__lend_begin(&lend, x->pool);
-        rc = reserve(x->pool, &pl, sp.need, sp.prefix, slots, gang);
-        if (rc == TT_OK) {
-            if (sp.one) {
-                placement one = pl;
-                one.cnt = 1;
-                rc = run_tasks(e, 1, 1, &one, false);
-            } else {
-                /* Leaf tasks take one member each: a token's wider gang
-                 * part is narrowed to what they use. */
-                placement use = pl;
-                if (use.cnt > sp.budget)
-                    use.cnt = sp.budget;
-                rc = run_tasks(e, sp.ntasks, sp.budget, &use, sp.prefix);
-            }
-            unreserve(x->pool, &pl);
-        }
-        tt__lend_end(&lend);
-    }
-    tt__inline_hold_end(&hold);
-    tt__exec_resume(x, saved);
-    if (rc == TT_REFUSED_UNAVAILABLE) {
-        /* A short team refused a broadcast after the consume: nothing ran,
-         * and a refusal consumes nothing. */
-        tt__exec_unconsume(x);
-        tt__exec_unclaim(x);
-        return rc;
-    }
-    tt__exec_leave(x);
+    else if (!spread)
+        run_inline(e, &sp, &pl);
+    else
+        rc = run_spread(x, e, &sp, &pl, slots, gang);
+    /* TT_REFUSED_UNAVAILABLE here: a short team refused a broadcast after
+     * the consume, and nothing ran. */
+    tt__entry_end(fr, rc != TT_REFUSED_UNAVAILABLE);
     return rc;
+}
+
+/* Begin the frame and run the entry (tt_fork, tt_for_ranges, tt_broadcast). */
+static int enter_and_run(tt__exec *x, entry *e, run_spec sp)
+{
+    tt__entry fr;
+    int rc = tt__entry_begin(&fr, x);
+    if (rc)
+        return rc;
+    return run_entry(&fr, e, sp);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -678,7 +486,7 @@ int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
         .child_flags = TT__F_FORK_CHILD | TT__F_IN_TASK,
         .team = NULL,
     };
-    return run_entry(x, &f.e, (run_spec){.ntasks = ntasks, .budget = budget, .need = budget});
+    return enter_and_run(x, &f.e, (run_spec){.ntasks = ntasks, .budget = budget, .need = budget});
 }
 
 /* ------------------------------------------------------------------------ */
@@ -725,7 +533,7 @@ int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void 
               .pool_gen = x->pool_gen, .ledger = x->ledger},
         .body = body, .arg = arg, .len = len, .ntasks = ntasks,
     };
-    return run_entry(x, &r.e, (run_spec){.ntasks = ntasks, .budget = ntasks, .need = ntasks});
+    return enter_and_run(x, &r.e, (run_spec){.ntasks = ntasks, .budget = ntasks, .need = ntasks});
 }
 
 /* ------------------------------------------------------------------------ */
@@ -764,7 +572,7 @@ int tt_broadcast(tt_exec *ex, tt_bcast_fn fn, void *arg)
     bcast_entry b = {.e = {.body = bcast_body, .pool = x->pool, .pool_gen = x->pool_gen,
                            .ledger = x->ledger},
                      .fn = fn, .arg = arg};
-    return run_entry(x, &b.e, (run_spec){.ntasks = budget, .budget = budget, .need = budget,
+    return enter_and_run(x, &b.e, (run_spec){.ntasks = budget, .budget = budget, .need = budget,
                                          .prefix = true});
 }
 
@@ -857,6 +665,65 @@ static void ext_entry_inline(entry *e)
     ext_call(x, 1, false);
 }
 
+/* Inline: budget 1, a pool of width 1, or a team token whose leader holds
+ * the team's width. Room for the callee's team before anything is
+ * consumed. */
+static int ext_inline(tt__entry *fr, ext_entry *e, unsigned width)
+{
+    tt__entry_hold(fr, NULL);
+    int rc = width <= 1                         ? TT_OK
+             : tt__backend_get()->in_parallel() ? tt__threads_room(width - 1)
+                                                : tt__region_room(width);
+    if (rc == TT_OK)
+        rc = tt__entry_commit(fr);
+    if (rc)
+        return tt__entry_abort(fr, rc);
+    ext_call(e, width, false);
+    tt__entry_end(fr, true);
+    return TT_OK;
+}
+
+/* A full-width root on a plain thread: the callee runs on this very thread
+ * with nthreads-var = width, so its region is this thread's own top-level
+ * region on the same hot team. No region of ours, no nested region, no
+ * thread created. */
+static int ext_top(tt__entry *fr, ext_entry *e, tt__placement *pl, unsigned width)
+{
+    tt_pool *pool = fr->x->pool;
+    int rc = tt__region_room(width);
+    if (rc == TT_OK)
+        rc = tt__entry_commit(fr);
+    if (rc)
+        return tt__entry_abort(fr, rc);
+    uint32_t slots[width];
+    tt__reserve r = {.need = width, .timeout_ns = UINT64_MAX};
+    tt__place_reserve(pool, pl, &r, slots, slots);
+    ext_call(e, width, true);
+    tt__place_unreserve(pool, pl);
+    tt__entry_end(fr, true);
+    return TT_OK;
+}
+
+/* A member's nested root: the callee gets the members it holds (room for
+ * its nested team before anything is consumed). */
+static int ext_member_root(tt__entry *fr, ext_entry *e, tt__placement *pl, unsigned width)
+{
+    tt_pool *pool = fr->x->pool;
+    int rc = tt__threads_room(width - 1);
+    if (rc == TT_OK)
+        rc = tt__entry_commit(fr);
+    if (rc)
+        return tt__entry_abort(fr, rc);
+    uint32_t slots[width], gang[width];
+    tt__reserve r = {.need = width, .timeout_ns = UINT64_MAX};
+    tt__place_reserve(pool, pl, &r, slots, gang);
+    e->width = pl->cnt;
+    ext_call(e, e->width, true);
+    tt__place_unreserve(pool, pl);
+    tt__entry_end(fr, true);
+    return TT_OK;
+}
+
 int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
 {
     tt__exec *x = ex ? tt__x(ex) : NULL;
@@ -871,95 +738,29 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
     ext_entry e = {.e = {.body = ext_body, .pool = x->pool, .pool_gen = x->pool_gen, .sleepy = true,
                          .ledger = x->ledger},
                    .fn = fn, .arg = arg, .width = width};
-    if (width == 1 || !x->pool || x->pool->width <= 1 || (x->flags & TT__F_TEAM)) {
-        /* Inline: budget 1, a pool of width 1, or a team token whose leader
-         * holds the team's width. */
-        rc = tt__exec_claim(x);
-        if (rc)
-            return rc;
-        placement pl;
-        tt__inline_hold hold = {0};
-        if (token_members(x, &pl) == TT_OK)
-            inline_hold_take(&hold, x, &pl);
-        /* Room for the callee's team before anything is consumed. */
-        rc = width <= 1                               ? TT_OK
-             : tt__backend_get()->in_parallel() ? tt__threads_room(width - 1)
-                                                : tt__region_room(width);
-        if (rc == TT_OK)
-            rc = tt__exec_consume(x);
-        if (rc) {
-            tt__inline_hold_drop(&hold);
-            tt__exec_unclaim(x);
-            return rc;
-        }
-        unsigned saved = tt__exec_suspend(x);
-        tt__inline_hold_begin(&hold);
-        ext_call(&e, width, false);
-        tt__inline_hold_end(&hold);
-        tt__exec_resume(x, saved);
-        tt__exec_leave(x);
-        return TT_OK;
-    }
-    rc = tt__exec_claim(x);
+    tt__entry fr;
+    rc = tt__entry_begin(&fr, x);
     if (rc)
         return rc;
-    placement pl;
-    rc = token_members(x, &pl);
+    if (width == 1 || !x->pool || x->pool->width <= 1 || (x->flags & TT__F_TEAM))
+        return ext_inline(&fr, &e, width);
+    tt__placement pl;
+    rc = tt__place_members(x, &pl);
+    if (rc)
+        return tt__entry_abort(&fr, rc);
     /* A thread that runs inside a callee of this pool's own external (the
      * caller of a full-width external calling back) is no plain thread
      * here: the slots are held, it takes the general path, which never
      * waits for them. */
-    bool top = rc == TT_OK && pl.self < 0 && width == x->pool->width &&
-               !tt__pool_uses_private_crew(x->pool) && !tt__pool_external_callee(x->pool);
-    bool member_root = rc == TT_OK && pl.self >= 0 && !pl.gang;
-    /* Room for the callee's team before anything is consumed: its
-     * own top-level team on this thread, or a nested one on a member. */
-    if (rc == TT_OK && top)
-        rc = tt__region_room(width);
-    else if (rc == TT_OK && member_root)
-        rc = tt__threads_room(width - 1);
-    if (rc == TT_OK && (top || member_root))
-        rc = tt__exec_consume(x);
-    if (rc) {
-        tt__exec_unclaim(x);
-        return rc;
-    }
-    if (top) {
-        /* A full-width root on a plain thread: the callee runs on this very
-         * thread with nthreads-var = width, so its region is this thread's
-         * own top-level region on the same hot team. No region of ours, no
-         * nested region, no thread created. */
-        uint32_t slots[width];
-        tt__lend lend;
-        tt__lend_begin(&lend, x->pool);
-        tt__gang_acquire(x->pool, width, slots, UINT64_MAX);
-        tt__ledger_install(x->pool);
-        unsigned saved = tt__exec_suspend(x);
-        ext_call(&e, width, true);
-        tt__exec_resume(x, saved);
-        tt__gang_release(x->pool, width, slots);
-        tt__lend_end(&lend);
-        tt__exec_leave(x);
-        return TT_OK;
-    }
-    if (member_root) {
-        /* A member's nested root: the callee gets the members it holds. */
-        uint32_t slots[width], gang[width];
-        unsigned saved = tt__exec_suspend(x);
-        reserve(x->pool, &pl, width, false, slots, gang);
-        e.width = pl.cnt;
-        ext_call(&e, e.width, true);
-        unreserve(x->pool, &pl);
-        tt__exec_resume(x, saved);
-        tt__exec_leave(x);
-        return TT_OK;
-    }
+    if (pl.self < 0 && width == x->pool->width && !tt__pool_uses_private_crew(x->pool) &&
+        !tt__pool_external_callee(x->pool))
+        return ext_top(&fr, &e, &pl, width);
+    if (pl.self >= 0 && !pl.gang)
+        return ext_member_root(&fr, &e, &pl, width);
     if (pl.gang)
         e.width = pl.cnt < width ? pl.cnt : width;
-    /* The claim passes to run_entry (one claim per call). */
-    return run_entry(x, &e.e,
-                     (run_spec){.ntasks = 1, .budget = width, .need = width, .one = true,
-                                .claimed = true});
+    return run_entry(&fr, &e.e,
+                     (run_spec){.ntasks = 1, .budget = width, .need = width, .one = true});
 }
 
 /* ------------------------------------------------------------------------ */

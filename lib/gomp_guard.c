@@ -9,7 +9,7 @@
  * unreachable from the library's own calls in the cases that can be seen:
  *
  *  - before the library asks libgomp for threads it may not have yet,
- *    tt__threads_room (pool.c) counts the threads that exist against the
+ *    tt__threads_room (cpu.c) counts the threads that exist against the
  *    kernel's limits and refuses with TT_EAGAIN, nothing consumed;
  *  - the failures that no count foresees (a transient EAGAIN: another
  *    process's threads came and went, a stack mmap that the kernel refused

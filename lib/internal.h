@@ -1,18 +1,26 @@
 /*
  * internal.h -- private structures of threadteam. Nothing here is installed.
  *
- * Layers (prefixes and files show them):
+ * Layers, from the bottom up (prefixes and files show them); each file
+ * calls only into layers below it, and this header calls into none:
  *   tt__wait_*    spin / yield / futex waits shaped like libgomp's   (wait.c)
+ *   (CPUs)        the process's CPUs and thread limits, room for
+ *                 more threads                                       (cpu.c)
  *   tt__crew_*    the threads that run a pool's tasks: the private
  *                 crew held on a host thread (crew.c), the caller's
  *                 own OpenMP team for one root (host_team.c), behind a
  *                 small backend table          (backend_omp.c, backend_serial.c)
  *   tt__gang_*    the pool's slots: reservation for one root         (gang.c)
  *   tt__pool_*    pools, membership, lifecycle                       (pool.c)
+ *   tt__place_*   where an entry runs: members of a token, slots
+ *                 taken, inline holds and lending                    (place.c)
  *   tt__token_*,  the token protocol: mint, check, claim, consume,   (token.c)
  *   tt__exec_*    leave, reborrow, limit, finish
- *   (entries)     placement and the task engine                      (exec.c)
- *   tt__team_*    scopes, teams, team-authority entries              (team.c)
+ *   tt__entry_*   the entry frame every entry runs through           (entry.c)
+ *   (entries)     pooled entries and the task engine                 (exec.c)
+ *   tt__ctl_*     team scopes: control blocks, sections, splits,
+ *                 tt_team_scope, entries on team tokens        (team_scope.c)
+ *   (teams)       persistent teams                                   (team.c)
  *   tt__ledger_*  test support, compiled out without --enable-ledger (ledger.c)
  */
 #ifndef TT_INTERNAL_H
@@ -48,6 +56,21 @@
 
 #define TT__LIKELY(x) __builtin_expect(!!(x), 1)
 #define TT__UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Invariants, always compiled (release builds too, as Argobots does): the
+ * few states whose corruption would otherwise show up far away, as a hang
+ * or a slot lost for good (a token's busy word, a scope's command and join,
+ * the thread's hold stack, the pairing of an entry's begin and end). Each
+ * is an integer compare on a path that touches the field anyway, never in
+ * the inner loop of a wait; TT__ASSERT (--enable-debug) keeps the costly
+ * checks. On failure: file, line and what broke on stderr, then abort(). */
+__attribute__((cold, noreturn, noinline)) void tt__invariant_failed(const char *file, int line,
+                                                                   const char *what);
+#define TT__INVARIANT(c, what)                                                 \
+    do {                                                                       \
+        if (TT__UNLIKELY(!(c)))                                                \
+            tt__invariant_failed(__FILE__, __LINE__, what);                    \
+    } while (0)
 
 /* ------------------------------------------------------------------------ */
 /* Waits (wait.c)                                                            */
@@ -401,6 +424,32 @@ static inline void tt__region_member_leave(tt__crew *c, unsigned k)
 }
 
 /* ------------------------------------------------------------------------ */
+/* CPUs and thread limits (cpu.c): below every layer that asks               */
+/* ------------------------------------------------------------------------ */
+
+/* The process's CPU set (the union of OpenMP's places when there are any,
+ * since libgomp may have bound the initial thread to one place before
+ * main; otherwise the calling thread's affinity set). False when unknown. */
+bool tt__process_cpus(cpu_set_t *set);
+/* CPUs in the calling thread's affinity set (at least 1). */
+unsigned tt__affinity_cpus(void);
+/* The CPUs of the process's affinity set when first asked: a hint for hot
+ * paths that must not make a system call. */
+unsigned tt__cpu_count_cached(void);
+/* The widest pool the system allows: our own cap, OpenMP's thread limit
+ * (through `be`), the kernel's threads-max and RLIMIT_NPROC. */
+unsigned tt__width_limit(const tt__backend *be);
+/* Threads of the process now, from /proc (0 when unknown). */
+unsigned tt__process_threads(void);
+/* tt__threads_room: TT_OK when `need` more threads fit under threads-max,
+ * the pids cgroup and RLIMIT_NPROC now, else TT_EAGAIN. tt__region_room:
+ * the same for a root region of `width` on the calling thread, once per
+ * thread and width. */
+int tt__threads_room(unsigned need);
+int tt__region_room(unsigned width);
+void tt__test_room_refuse(long nth);
+
+/* ------------------------------------------------------------------------ */
 /* The pool and its slots                                                    */
 /* ------------------------------------------------------------------------ */
 
@@ -508,19 +557,23 @@ static inline void tt__share_run(const tt_pool *pool, void (*fn)(void *ctx), voi
         tt__backend_get()->isolate(fn, ctx);
 }
 
-/* A participant's part of a root or scope on its crew: one thread to OpenMP
- * for the whole part (isolate), or only confined (an `omp parallel` in it
- * gets one thread) where `isolate` is false: the pool's owner declared its
- * shares OpenMP-free, or the participants are their region's whole team. */
-static inline void tt__participate(const tt__crew *c, bool isolate, void (*fn)(void *ctx),
-                                   void *ctx)
+/* Region thread k's part of a root or scope on region crew c: member k of
+ * the crew for the whole part, and one thread to OpenMP for it (isolate),
+ * or only confined (an `omp parallel` in it gets one thread) where
+ * `isolate` is false: the pool's owner declared its shares OpenMP-free, or
+ * the participants are their region's whole team. The one place where a
+ * participant's share isolation is decided. */
+static inline void tt__region_participate(tt__crew *c, unsigned k, bool isolate,
+                                          void (*fn)(void *ctx), void *ctx)
 {
+    tt__region_member_enter(c, k);
     if (isolate) {
         c->be->isolate(fn, ctx);
     } else {
         c->be->confine();
         fn(ctx);
     }
+    tt__region_member_leave(c, k);
 }
 
 static inline tt__crew *tt__pool_crew(const tt_pool *p)
@@ -540,51 +593,6 @@ void tt__test_force_private_crew(bool on);
  * *crew receives that crew. The level-1 OpenMP thread number names the
  * only member it can be in each crew, and a thread comparison confirms. */
 int tt__pool_member_of(const tt_pool *pool, tt__crew **crew);
-/* Inline holds: a thread that runs work of a pool inline while it is no
- * member of it holds one slot for the run (exec.c, inline_hold). These
- * say whether the calling thread is inside such a run of `pool` (then it
- * never waits for the pool's slots again), and enter and leave one. */
-/* tt__ledger_pool_suspend/resume: the calling thread stops counting for
- * every root of `pool` it counts for (it gives its slot of the pool back
- * while it waits), and counts again. */
-#define TT__LEDGER_SAVED 8
-typedef struct tt__ledger_saved {
-    unsigned n;
-    uint64_t id[TT__LEDGER_SAVED];
-    unsigned depth[TT__LEDGER_SAVED];
-} tt__ledger_saved;
-struct tt__exec;
-typedef struct tt__inline_hold {
-    tt_pool *pool;
-    uint32_t slot;
-    bool held;
-} tt__inline_hold;
-/* Take the slot an inline run of token x needs (none when the calling
- * thread holds something of the pool already), give it back unused, and
- * bracket the run (exec.c). */
-void tt__inline_hold_take(tt__inline_hold *h, struct tt__exec *x);
-void tt__inline_hold_drop(tt__inline_hold *h);
-void tt__inline_hold_begin(tt__inline_hold *h);
-void tt__inline_hold_end(tt__inline_hold *h);
-/* The hold of `pool` the calling thread is inside (NULL: none). */
-tt__inline_hold *tt__pool_thread_hold(const tt_pool *pool);
-static inline bool tt__pool_thread_holds(const tt_pool *pool)
-{
-    return tt__pool_thread_hold(pool) != NULL;
-}
-/* A thread inside a hold of the pool that makes a nested entry which takes
- * slots of the same pool lends its held slot to it for the entry (the
- * parent waiting for its children keeps no slot), and takes it back after:
- * it never waits for slots while holding one. */
-typedef struct tt__lend {
-    tt__inline_hold *h;
-    tt__ledger_saved ls;
-} tt__lend;
-void tt__lend_begin(tt__lend *l, tt_pool *pool);
-void tt__lend_end(tt__lend *l);
-void tt__pool_hold_push(tt__inline_hold *h);
-void tt__pool_hold_pop(void);
-
 /* Take exactly n free slots for a plain thread, waiting in FIFO order
  * (timeout_ns UINT64_MAX: forever). idx receives their indices, lowest
  * first. Returns TT_OK or TT_REFUSED_UNAVAILABLE on timeout. */
@@ -602,8 +610,6 @@ int tt__gang_try_acquire_prefix(tt_pool *p, unsigned n, uint32_t *idx);
 void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx);
 void tt__gang_init_free(tt_pool *p);
 
-extern _Atomic uint64_t tt__fork_generation; /* bumped in fork() children */
-extern _Atomic bool tt__fork_tainted; /* a child of a multi-threaded parent */
 /* True in a fork() child of the process that built the pool. */
 bool tt__pool_forked(const tt_pool *p);
 /* Count an entry in (TT_OK, or TT_EDESTROYED when the pool is gone) and
@@ -728,26 +734,34 @@ int tt__token_broadcast_verdict(const tt__exec *x);
  * while it waits, and release it. */
 int tt__exec_check(const tt__exec *x);
 /* claim: count the entry (token, ancestors, pool) without consuming;
- * consume: the token is used up (undoes the claim on failure); unclaim:
- * a refusal after the claim, nothing consumed; enter = claim + consume. */
+ * consume: the token is used up (the caller undoes the claim on failure);
+ * unclaim: a refusal after the claim, nothing consumed; unconsume: a
+ * refusal found after the consume (the claim still held). Entries use them
+ * through the entry frame (entry.c), never one by one. */
 int tt__exec_claim(tt__exec *x);
 int tt__exec_consume(tt__exec *x);
 void tt__exec_unconsume(tt__exec *x);
 void tt__exec_unclaim(tt__exec *x);
-int tt__exec_enter(tt__exec *x);
 void tt__exec_leave(tt__exec *x);
 unsigned tt__exec_suspend(const tt__exec *x);
 void tt__exec_resume(const tt__exec *x, unsigned saved);
 
-/* Team-authority entries (team.c, called by exec.c). */
+/* Team-authority entries (team_scope.c, called by exec.c). */
 int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg);
 int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg);
 int tt__team_broadcast(tt__exec *x, tt_bcast_fn fn, void *arg);
-/* Hooks of team.c that token.c calls: end the leader role of a lead token
- * (a no-op for other tokens), and whether a command is in flight on a team
- * token's control block (its `team` field). */
-void tt__team_token_end(tt__exec *x);
-bool tt__team_ctl_busy(const void *ctl);
+/* The head of the control block a team token carries in its `team` field:
+ * all that token.c knows of teams, so that the token protocol calls nothing
+ * above it. `busy`: a command (section, split) is in flight, written only
+ * by the block's leader, the one thread that uses a team token of the block
+ * (TT__F_OWNED, TT__F_IN_TASK, a lead token's leader); an entry on such a
+ * token is then refused (TT_EBUSY) before it claims anything. `lead_end`:
+ * ends the leader role of a token minted by tt_team_lead (persistent teams,
+ * team.c; NULL in every other block), called exactly once per lead token. */
+typedef struct tt__team_hook {
+    bool busy;
+    void (*lead_end)(tt__exec *x);
+} tt__team_hook;
 
 /* tt_for_ranges' split, shared by the pooled and the team paths: at most
  * `budget` ranges of at least `grain` (one range when len < grain), and
@@ -778,6 +792,213 @@ enum tt__cost_kind {
 enum tt__cost_kind tt__exec_cost_kind(const tt_exec *ex);
 /* The dispatch costs in force for a pool (attr's, or the host default). */
 const tt_dispatch_costs *tt__pool_costs(const tt_pool *pool);
+
+/* ------------------------------------------------------------------------ */
+/* Placement (place.c): members of a token, slots taken, holds, lending      */
+/* ------------------------------------------------------------------------ */
+
+/* What tt__ledger_pool_suspend saves: the roots of one pool the calling
+ * thread stopped counting for (it gives its slot of the pool back while it
+ * waits), to count for them again with tt__ledger_pool_resume. */
+#define TT__LEDGER_SAVED 8
+typedef struct tt__ledger_saved {
+    unsigned n;
+    uint64_t id[TT__LEDGER_SAVED];
+    unsigned depth[TT__LEDGER_SAVED];
+} tt__ledger_saved;
+
+/* An inline hold: the one slot a thread takes to run work of a pool inline
+ * while it holds nothing of it. While the run lasts the hold is on the
+ * thread's hold stack, so that the thread never waits for the pool's slots
+ * again. */
+typedef struct tt__inline_hold {
+    tt_pool *pool;
+    uint32_t slot;
+    bool held;
+} tt__inline_hold;
+
+/* A thread inside a hold of the pool that makes a nested entry which takes
+ * slots of the same pool lends its held slot to it for the entry (the
+ * parent waiting for its children keeps no slot), and takes it back after:
+ * it never waits for slots while holding one. */
+typedef struct tt__lend {
+    tt__inline_hold *h;
+    tt__ledger_saved ls;
+} tt__lend;
+
+/* Where an entry's tasks run. */
+enum tt__route {
+    TT__ROUTE_GANG,    /* the token's gang part, or a member's nested root  */
+    TT__ROUTE_REGION,  /* a region on the calling thread's own team         */
+    TT__ROUTE_PRIVATE  /* the pool's private crew; the caller waits         */
+};
+
+/* The members an entry may use, and what it took for them. */
+typedef struct tt__placement {
+    const uint32_t *gang; /* member indices in `crew`, or NULL             */
+    uint32_t off, cnt;    /* gang[off, off + cnt)                          */
+    int self;             /* caller's member index in `crew`, or -1        */
+    tt__crew *crew;       /* the crew the member indices name              */
+    enum tt__route route;
+    unsigned acquired;    /* slots taken from the pool for this entry      */
+    uint32_t *slots;      /* where the taken slot indices are              */
+    tt__lend lend;        /* the inline hold's slot lent to this entry     */
+} tt__placement;
+
+/* How many members an entry reserves and how: `need` of them, slots
+ * 0..need-1 exactly (`prefix`, a broadcast; waits forever), a plain thread
+ * waiting at most `timeout_ns` (UINT64_MAX: forever), and under `strict`
+ * all or none (a scope: a member then tops its token's gang part up to
+ * `need`, and is refused when it cannot). */
+typedef struct tt__reserve {
+    unsigned need;
+    bool prefix;
+    bool strict;
+    uint64_t timeout_ns;
+} tt__reserve;
+
+/* The members of token x as seen from the calling thread: TT_OK, or
+ * TT_EWRONGTHREAD when the token's gang part belongs to another task. */
+int tt__place_members(const tt__exec *x, tt__placement *pl);
+/* A plain thread's crew, before the token is consumed: the private crew,
+ * started now if it was not (TT_OK, TT_EAGAIN, TT_ENOMEM, TT_ESHORTTEAM),
+ * or its own team's region (room for its threads: TT_OK or TT_EAGAIN);
+ * then its region crew (TT_ENOMEM), and giving the region crew back. */
+int tt__place_crew(tt_pool *pool, tt__placement *pl);
+int tt__place_region_crew(tt_pool *pool, tt__placement *pl);
+void tt__place_drop_crew(tt_pool *pool, tt__placement *pl);
+/* Reserve the members per `r` when the token holds none (or, strict, too
+ * few): `slots` and `gang` have room for r->need indices. TT_OK, or (a
+ * plain thread's timeout, a strict member) TT_REFUSED_UNAVAILABLE. Every
+ * outcome is undone by tt__place_unreserve: the region crew, the slots,
+ * the lent slot taken back. */
+int tt__place_reserve(tt_pool *pool, tt__placement *pl, const tt__reserve *r, uint32_t *slots,
+                      uint32_t *gang);
+void tt__place_unreserve(tt_pool *pool, tt__placement *pl);
+
+/* Take the slot an inline run of token x needs (none when the calling
+ * thread holds something of the pool already; pl: the token's placement,
+ * or NULL to find it), give it back unused, and bracket the run. */
+void tt__inline_hold_take(tt__inline_hold *h, const tt__exec *x, const tt__placement *pl);
+void tt__inline_hold_drop(tt__inline_hold *h);
+void tt__inline_hold_begin(tt__inline_hold *h);
+void tt__inline_hold_end(tt__inline_hold *h);
+/* The hold of `pool` the calling thread is inside (NULL: none). */
+tt__inline_hold *tt__pool_thread_hold(const tt_pool *pool);
+void tt__pool_hold_push(tt__inline_hold *h);
+void tt__pool_hold_pop(const tt__inline_hold *h);
+void tt__lend_begin(tt__lend *l, tt_pool *pool);
+void tt__lend_end(tt__lend *l);
+
+/* ------------------------------------------------------------------------ */
+/* The entry frame (entry.c)                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Every entry (a call that runs work under a token: tt_fork,
+ * tt_for_ranges, tt_broadcast, tt_external, tt_team_scope and the entries
+ * on team tokens) goes through one frame:
+ *
+ *   tt__entry_begin   claim the token (count the entry: token, ancestors,
+ *                     pool); nothing consumed
+ *   tt__entry_hold    (optional) take the inline slot the run needs
+ *   tt__entry_commit  consume the token; the thread's ledger count is given
+ *                     up and the inline hold entered while the work runs
+ *   tt__entry_abort   a refusal before the commit: drop the hold and the
+ *                     claim, return the code
+ *   tt__entry_end     after the work: leave the hold, count again, and
+ *                     leave the token, or (ran == false: a refusal found
+ *                     after the commit, nothing ran) give it back unused
+ *
+ * What the entry took between begin and commit (slots, a region crew) is
+ * given back by the caller before tt__entry_abort or tt__entry_end, since
+ * the pool may be destroyed as soon as the claim is dropped. */
+enum { TT__ENTRY_CLAIMED = 1, TT__ENTRY_RUNNING, TT__ENTRY_CLOSED };
+typedef struct tt__entry {
+    tt__exec *x;
+    tt__inline_hold hold;
+    unsigned saved; /* the ledger count given up while the work runs */
+    int state;
+} tt__entry;
+
+int tt__entry_begin(tt__entry *e, tt__exec *x);
+void tt__entry_hold(tt__entry *e, const tt__placement *pl);
+int tt__entry_commit(tt__entry *e);
+int tt__entry_abort(tt__entry *e, int rc);
+void tt__entry_end(tt__entry *e, bool ran);
+
+/* ------------------------------------------------------------------------ */
+/* Team scopes (team_scope.c) and persistent teams (team.c)                  */
+/* ------------------------------------------------------------------------ */
+
+/* A control block: shared by a leader thread (participant 0) and size - 1
+ * members (participants 1..size-1), each of which waits for the block's
+ * generation word to move, runs the command the leader wrote, and reports
+ * to the command's join (team_scope.c). A scope's block lives on the
+ * leader's stack; a persistent team's in the tt_team. */
+typedef struct tt__ctl tt__ctl;
+struct tt__ctl {
+    /* What token.c reads of the block through a team token's `team` field
+     * (internal.h): `busy`, a command is in flight (leader-private), and
+     * the hook that ends a persistent team's leader role. First, so that
+     * the token protocol needs nothing else of this file. */
+    tt__team_hook hook;
+    tt__event gen TT__ALIGNED; /* bumped once per command                 */
+    /* The command's header: generation << 32 | kind << 24 | width, one
+     * atomic word, so that a participant left out of a narrow section can
+     * read which command it is while the leader may already write the next
+     * (it does not wait for participants that take no part). */
+    _Atomic uint64_t cmd;
+    /* The command's body: read only by participants that take part, which
+     * the leader waits for before it writes another. */
+    tt_section_fn fn;
+    void *arg;
+    unsigned width;
+    struct split_cmd *split; /* team_scope.c */
+    tt__join join TT__ALIGNED;
+    /* The section barrier: arrivals, and the generation that releases. */
+    _Atomic uint32_t bar_count TT__ALIGNED;
+    tt__event bar_gen;
+    /* Fixed for the life of the block. */
+    tt_pool *pool;
+    tt__crew *crew;
+    unsigned size;            /* participants, the leader included       */
+    const uint32_t *members;  /* participant p >= 1 is members[p - 1]    */
+    tt__wait_policy pol;
+    void *ledger;
+    pthread_t leader;         /* the thread that may issue commands      */
+    uint32_t pool_gen;        /* tokens minted here belong to this pool  */
+    /* The block's participants are every thread of the OpenMP region they
+     * run in (a root scope on the caller's team at the pool's width): a
+     * section of the block's full size is that region's team to OpenMP. */
+    bool region_team;
+    /* The failure word of the tt_team_scope call this block serves now
+     * (tt_scope_fail, tt_section_fail): 0, or the first code. Set by the
+     * leader before any command; a split's sub-blocks share their parent's. */
+    _Atomic int *fail;
+};
+
+/* A member's part of a scope: the work posted to it once per scope. */
+typedef struct tt__part_work {
+    tt__work w;
+    tt__ctl *c;
+    unsigned rank;
+    uint32_t gen0;   /* the generation before the first command          */
+    bool pin;
+    unsigned cpu;    /* CPU to pin to, when pin                          */
+} tt__part_work;
+
+/* Set up a control block of `size` participants on `crew` (`members`:
+ * participant p >= 1 is members[p - 1]; NULL on a region crew, where
+ * region thread p is participant p). */
+void tt__ctl_init(tt__ctl *c, tt_pool *pool, tt__crew *crew, unsigned size,
+                  const uint32_t *members, const tt__wait_policy *pol, void *ledger);
+/* Post the participant loop to every member of c (`works`: size - 1
+ * records that live until the end command's join), pinned per `pin`; and
+ * end it: the members leave the loop, and the leader waits for them. */
+void tt__ctl_start_members(tt__ctl *c, tt__part_work *works, bool pin);
+void tt__ctl_end_members(tt__ctl *c);
+/* Whether participants may be pinned (not under LIKWID's own pinning). */
+bool tt__pin_allowed(void);
 
 /* ------------------------------------------------------------------------ */
 /* Ledger (ledger.c); every call is a no-op without --enable-ledger          */
@@ -827,31 +1048,14 @@ int tt__memalign(void **p, size_t align, size_t n);
 bool tt__fault_thread(void);
 void tt__fault_inject(long alloc_nth, long thread_nth);
 
-/* Resource failures (gomp_guard.c, pool.c). tt__thread_create is
+/* Thread starts with bounded retries (gomp_guard.c): tt__thread_create is
  * pthread_create retried on EAGAIN a bounded number of times (libgomp's own
- * thread starts and allocations are retried the same way by gomp_guard.c).
- * tt__threads_room: TT_OK when `need` more threads fit under threads-max,
- * the pids cgroup and RLIMIT_NPROC now, else TT_EAGAIN. tt__region_room:
- * the same for a root region of `width` on the calling thread, once per
- * thread and width. */
+ * thread starts and allocations are retried the same way). */
 int tt__thread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg);
-int tt__threads_room(unsigned need);
-int tt__region_room(unsigned width);
-void tt__test_room_refuse(long nth);
-void tt__test_crew_cache_drain(void);
 unsigned long tt__guard_retries(void);
 unsigned tt__guard_slots(void);
-
-/* The process's CPU set (the union of OpenMP's places when there are any,
- * since libgomp may have bound the initial thread to one place before
- * main; otherwise the calling thread's affinity set). False when unknown. */
-bool tt__process_cpus(cpu_set_t *set);
+void tt__test_crew_cache_drain(void);
 /* The bytes of static TLS of every module loaded now (crew.c). */
 size_t tt__static_tls_bytes(void);
-/* CPUs in the calling thread's affinity set (at least 1). */
-unsigned tt__affinity_cpus(void);
-/* The CPUs of the process's affinity set when the first pool was built: a
- * hint for hot paths that must not make a system call. */
-unsigned tt__cpu_count_cached(void);
 
 #endif /* TT_INTERNAL_H */

@@ -1,6 +1,10 @@
 /* strerror.c -- a sentence and a name for every return code, both made
- * from the one table in threadteam.h (TT_STATUS_MAP). */
+ * from the one table in threadteam.h (TT_STATUS_MAP), and the one report
+ * the library makes of a broken invariant (TT__INVARIANT in internal.h). */
 #include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
 
 const char *tt_strerror(int code)
 {
@@ -20,4 +24,14 @@ const char *tt_status_name(int code)
 #undef TT__NAME
     default: return "TT_UNKNOWN";
     }
+}
+
+/* A broken invariant is a bug of the library (or memory it owns written by
+ * someone else): no code can be returned that the caller could act on, and
+ * running on would lose slots or hang far from the cause. One write, so
+ * that the line arrives whole when other threads write too. */
+void tt__invariant_failed(const char *file, int line, const char *what)
+{
+    fprintf(stderr, "threadteam: invariant broken at %s:%d: %s\n", file, line, what);
+    abort();
 }

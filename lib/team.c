@@ -1,1005 +1,23 @@
 /*
- * team.c -- team scopes and persistent teams.
+ * team.c -- persistent teams: a pool's members held as one team between
+ * leaders (tt_pool_into_team, tt_team_lead, tt_team_into_pool).
  *
- * A scope is a control block (tt__ctl) shared by a leader thread
- * (participant 0) and size - 1 reserved members (participants 1..size-1).
- * Each member runs participate(): it waits for the control block's
- * generation word to move, reads the command the leader wrote before it
- * moved, runs it, and reports to the command's join. Commands are a
- * section (the first `width` participants run a function, with a barrier
- * of their own), a split (the participants break into groups, each with a
- * sub-control block on the leader's stack, and every group runs its own
- * commands concurrently) and end (the members leave; they return to the
- * pool, or in a persistent team only at tt_team_into_pool).
+ * A persistent team is a control block (tt__ctl, internal.h) that outlives
+ * any one call: its members run the participant loop of team_scope.c from
+ * tt_pool_into_team until tt_team_into_pool, and whichever thread leads
+ * (one at a time) issues commands on it through a lead token, a token with
+ * team authority whose entries are the scope entries of team_scope.c. With
+ * idle_serves_pool the members go back to the pool between leaders and
+ * each lead reserves them again.
  *
- * The leader writes a command and then bumps the generation with a seq_cst
- * store (tt__event_post): that store releases the command to every member's
- * acquire load of the word. A member touches the control block last in its
- * tt__join_done, so the block may live on the leader's stack.
- *
- * Tokens with team authority (TT__F_TEAM) carry a control block in their
- * `team` field and a budget no larger than its size; their entries run as
- * commands on that block instead of acquiring members.
+ * The leader role ends when the lead token is consumed or finished; token.c
+ * learns how through the block's hook (tt__team_hook.lead_end), which this
+ * file fills in, so that the token protocol calls nothing above it.
  */
 #include "internal.h"
 
-#include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
-#include <string.h>
-
-enum { CMD_SECTION = 1, CMD_SPLIT, CMD_END };
-
-typedef struct tt__ctl tt__ctl;
-
-typedef struct split_cmd {
-    unsigned jobs;      /* parts (split) or jobs (fork)                  */
-    unsigned groups;    /* min(jobs, size)                               */
-    unsigned size;      /* participants split (a view may be narrower)   */
-    tt_split_fn split;  /* one of these two                              */
-    tt_job_fn job;
-    void *arg;
-    tt__ctl *subs;      /* groups control blocks                         */
-    uint32_t child_flags;
-} split_cmd;
-
-struct tt__ctl {
-    tt__event gen TT__ALIGNED; /* bumped once per command                 */
-    /* The command's header: generation << 32 | kind << 24 | width, one
-     * atomic word, so that a participant left out of a narrow section can
-     * read which command it is while the leader may already write the next
-     * (it does not wait for participants that take no part). */
-    _Atomic uint64_t cmd;
-    /* The command's body: read only by participants that take part, which
-     * the leader waits for before it writes another. */
-    tt_section_fn fn;
-    void *arg;
-    unsigned width;
-    split_cmd *split;
-    tt__join join TT__ALIGNED;
-    /* The section barrier: arrivals, and the generation that releases. */
-    _Atomic uint32_t bar_count TT__ALIGNED;
-    tt__event bar_gen;
-    /* Fixed for the life of the block. */
-    tt_pool *pool;
-    tt__crew *crew;
-    unsigned size;            /* participants, the leader included       */
-    const uint32_t *members;  /* participant p >= 1 is members[p - 1]    */
-    tt__wait_policy pol;
-    void *ledger;
-    pthread_t leader;         /* the thread that may issue commands      */
-    uint32_t pool_gen;        /* tokens minted here belong to this pool  */
-    bool busy;                /* a command is in flight (leader-private) */
-    /* The block's participants are every thread of the OpenMP region they
-     * run in (a root scope on the caller's team at the pool's width): a
-     * section of the block's full size is that region's team to OpenMP. */
-    bool region_team;
-    /* The failure word of the tt_team_scope call this block serves now
-     * (tt_scope_fail, tt_section_fail): 0, or the first code. Set by the
-     * leader before any command; a split's sub-blocks share their parent's. */
-    _Atomic int *fail;
-};
-
-struct tt_scope {
-    tt__ctl *c;
-    unsigned size; /* may be less than c->size (a narrower token) */
-    void *ledger;
-};
-
-struct tt_section {
-    tt__ctl *c;
-    unsigned rank, size;
-    void *ledger;
-};
-
-/* A member's part of a scope: the work posted to it once per scope. */
-typedef struct part_work {
-    tt__work w;
-    tt__ctl *c;
-    unsigned rank;
-    uint32_t gen0;   /* the generation before the first command          */
-    bool pin;
-    unsigned cpu;    /* CPU to pin to, when pin                          */
-} part_work;
-
-static void participate(tt__ctl *c, unsigned rank, uint32_t seen);
-
-/* ------------------------------------------------------------------------ */
-/* Control blocks                                                            */
-/* ------------------------------------------------------------------------ */
-
-static void ctl_init(tt__ctl *c, tt_pool *pool, tt__crew *crew, unsigned size,
-                     const uint32_t *members, const tt__wait_policy *pol, void *ledger)
-{
-    memset(c, 0, sizeof *c);
-    c->pool = pool;
-    c->crew = crew;
-    c->size = size;
-    c->members = members;
-    c->pol = *pol;
-    /* A scope with more awake participants than CPUs spins little, as
-     * libgomp does when it manages more threads than CPUs. */
-    if (size > tt__cpu_count_cached())
-        c->pol.throttled = true;
-    c->ledger = ledger;
-    c->leader = pthread_self();
-    c->pool_gen = pool ? atomic_load_explicit(&pool->gen, memory_order_acquire) : 0;
-}
-
-static tt__wait_stats *ctl_stats(tt__ctl *c) { return c->crew ? c->crew->stats : NULL; }
-
-/* Issue a command to participants 1..n-1 that takes part, and set up the
- * join for `pending` of them. */
-static void issue(tt__ctl *c, int kind, uint32_t pending)
-{
-    tt__join_init(&c->join, pending);
-    uint32_t g = atomic_load_explicit(&c->gen.word, memory_order_relaxed) + 1;
-    /* Relaxed: the seq_cst store of the generation in tt__event_post
-     * releases the header and the body to the participants' acquire. */
-    atomic_store_explicit(&c->cmd,
-                          (uint64_t)g << 32 | (uint64_t)kind << 24 | (c->width & 0xffffffu),
-                          memory_order_relaxed);
-    tt__event_post(&c->gen, g, ctl_stats(c));
-}
-
-static void wait_join(tt__ctl *c)
-{
-    tt__join_wait(&c->join, &c->pol, ctl_stats(c));
-}
-
-/* ------------------------------------------------------------------------ */
-/* Sections                                                                  */
-/* ------------------------------------------------------------------------ */
-
-/*
- * What OpenMP sees in a section (c-api: "A share is one thread to OpenMP").
- * A section that runs on every thread of the region it executes in (a root
- * scope on the caller's team at the pool's width, the section at the
- * scope's full size) *is* that region's team: its orphaned `omp for` is
- * shared among the section's participants and omp_get_thread_num() is the
- * section rank, as SPMD code written for `omp parallel` expects. Every
- * other section (narrower than the block, a split part's, any section on a
- * private crew) is one thread to OpenMP per participant.
- */
-typedef struct section_call {
-    tt__ctl *c;
-    tt_section *s;
-} section_call;
-
-static void section_thunk(void *ctx)
-{
-    section_call *k = ctx;
-    k->c->fn(k->c->arg, k->s);
-}
-
-static void run_section(tt__ctl *c, unsigned rank)
-{
-    tt_section s = {.c = c, .rank = rank, .size = c->width, .ledger = c->ledger};
-    tt__ledger_enter(c->ledger);
-    if (c->region_team && c->width == c->size) {
-        c->fn(c->arg, &s);
-    } else {
-        section_call k = {c, &s};
-        tt__share_run(c->pool, section_thunk, &k);
-    }
-    tt__ledger_leave(c->ledger);
-}
-
-/* A scope's callback on its leader: at the region's level when the block is
- * the region's whole team (its full-size sections must be that team to
- * OpenMP, and the leader runs their rank 0; the callback's own code then
- * runs as code in `omp master` would), otherwise one thread to OpenMP. */
-typedef struct scope_call {
-    tt_scope_fn fn;
-    void *arg;
-    tt_scope *view;
-} scope_call;
-
-static void scope_thunk(void *ctx)
-{
-    scope_call *k = ctx;
-    k->fn(k->arg, k->view);
-}
-
-static void run_scope_fn(tt__ctl *c, tt_scope *view, tt_scope_fn fn, void *arg)
-{
-    tt__ledger_enter(view->ledger);
-    scope_call k = {fn, arg, view};
-    if (c->region_team && view->size == c->size)
-        scope_thunk(&k);
-    else
-        tt__share_run(c->pool, scope_thunk, &k);
-    tt__ledger_leave(view->ledger);
-}
-
-unsigned tt_section_rank(const tt_section *s) { return s ? s->rank : 0; }
-unsigned tt_section_size(const tt_section *s) { return s ? s->size : 0; }
-
-/* Errors out of callbacks: the first nonzero code stored wins. */
-static void fail_set(_Atomic int *fail, int code)
-{
-    int none = 0;
-    atomic_compare_exchange_strong_explicit(fail, &none, code, memory_order_acq_rel,
-                                            memory_order_acquire);
-}
-
-static int fail_get(const tt__ctl *c)
-{
-    return c->fail ? atomic_load_explicit(c->fail, memory_order_acquire) : 0;
-}
-
-int tt_section_fail(tt_section *s, int code)
-{
-    if (!s || !s->c || !s->c->fail || code == 0)
-        return TT_EINVAL;
-    fail_set(s->c->fail, code);
-    return TT_OK;
-}
-
-void tt_section_barrier(tt_section *s)
-{
-    if (!s || s->size <= 1)
-        return;
-    tt__ctl *c = s->c;
-    /* Read the release generation before arriving: once the last arrives,
-     * it moves, and a waiter must compare against the value from before. */
-    uint32_t g = atomic_load_explicit(&c->bar_gen.word, memory_order_acquire);
-    uint32_t arrived = atomic_fetch_add_explicit(&c->bar_count, 1, memory_order_acq_rel) + 1;
-    if (arrived == s->size) {
-        /* Last: reset for the next barrier of this section before the
-         * release, so that nobody can arrive at the next one early. */
-        atomic_store_explicit(&c->bar_count, 0, memory_order_relaxed);
-        tt__event_post(&c->bar_gen, g + 1, ctl_stats(c));
-        return;
-    }
-    tt__wait_stats *st = ctl_stats(c);
-    tt__event_wait_ne(&c->bar_gen, g, &c->pol, st, st ? &st->barrier_sleeps : NULL);
-}
-
-static int scope_leader_check(const tt_scope *scope)
-{
-    if (!scope || !scope->c)
-        return TT_EINVAL;
-    if (!pthread_equal(scope->c->leader, pthread_self()))
-        return TT_EWRONGTHREAD;
-    if (scope->c->busy)
-        return TT_EBUSY;
-    return TT_OK;
-}
-
-unsigned tt_scope_size(const tt_scope *scope) { return scope ? scope->size : 0; }
-
-int tt_scope_fail(tt_scope *scope, int code)
-{
-    if (!scope || !scope->c || !scope->c->fail || code == 0)
-        return TT_EINVAL;
-    if (!pthread_equal(scope->c->leader, pthread_self()))
-        return TT_EWRONGTHREAD;
-    fail_set(scope->c->fail, code);
-    return TT_OK;
-}
-
-int tt_scope_failed(const tt_scope *scope)
-{
-    return scope && scope->c ? fail_get(scope->c) : 0;
-}
-
-int tt_scope_run_with(tt_scope *scope, unsigned width, tt_section_fn section, void *arg)
-{
-    int rc = scope_leader_check(scope);
-    if (rc)
-        return rc;
-    if (!section || width == 0 || width > scope->size)
-        return TT_EINVAL;
-    tt__ctl *c = scope->c;
-    if ((rc = fail_get(c)) != 0)
-        return rc; /* a failed scope runs no more sections */
-    c->busy = true;
-    c->fn = section;
-    c->arg = arg;
-    c->width = width;
-    if (width == 1) {
-        /* A section of one runs on the leader; nobody else is woken. */
-        run_section(c, 0);
-    } else {
-        atomic_store_explicit(&c->bar_count, 0, memory_order_relaxed);
-        issue(c, CMD_SECTION, width - 1);
-        run_section(c, 0);
-        wait_join(c);
-    }
-    c->busy = false;
-    return fail_get(c);
-}
-
-int tt_scope_run(tt_scope *scope, tt_section_fn section, void *arg)
-{
-    return tt_scope_run_with(scope, scope ? scope->size : 0, section, arg);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Splits and scope forks                                                    */
-/* ------------------------------------------------------------------------ */
-
-/* The group leader's side: run the group's parts, then end the sub-block. */
-static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
-{
-    size_t first, n;
-    tt__block(sc->jobs, sc->groups, g, &first, &n);
-    sub->leader = pthread_self();
-    for (size_t i = first; i < first + n; i++) {
-        if (sc->split) {
-            /* Like a scope's callback, a part is the root's user code on
-             * this thread (its sections on this thread count once). */
-            tt_scope view = {.c = sub, .size = sub->size, .ledger = sub->ledger};
-            tt__ledger_enter(sub->ledger);
-            sc->split(sc->arg, (unsigned)i, &view);
-            tt__ledger_leave(sub->ledger);
-        } else {
-            tt_exec child;
-            tt__exec *x = tt__x(&child);
-            tt__token_spec spec = {.pool = sub->pool, .pool_gen = sub->pool_gen,
-                                   .budget = sub->size, .flags = sc->child_flags,
-                                   .ledger = sub->ledger, .team = sub,
-                                   .owner = pthread_self()};
-            tt__token_mint(x, &spec);
-            tt__ledger_enter(sub->ledger);
-            sc->job(sc->arg, (unsigned)i, &child);
-            tt__ledger_leave(sub->ledger);
-            atomic_store_explicit(&x->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
-        }
-    }
-    if (sub->size > 1) {
-        issue(sub, CMD_END, sub->size - 1);
-        wait_join(sub);
-    }
-}
-
-/* Participant p's side of a split of c. A split's groups are never their
- * region's team: each participant is one thread to OpenMP for the whole
- * split (one isolation, which the group's parts and sections find in
- * place). */
-typedef struct split_call {
-    tt__ctl *c;
-    unsigned p;
-} split_call;
-
-static void split_thunk(void *ctx)
-{
-    split_call *k = ctx;
-    const split_cmd *sc = k->c->split;
-    size_t g, r;
-    tt__block_find(sc->size, sc->groups, k->p, &g, &r);
-    if (r == 0)
-        lead_group(&sc->subs[g], sc, (unsigned)g);
-    else
-        participate(&sc->subs[g], (unsigned)r, 0);
-}
-
-static void split_part(tt__ctl *c, unsigned p)
-{
-    split_call k = {c, p};
-    tt__share_run(c->pool, split_thunk, &k);
-}
-
-static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_job_fn job,
-                        void *arg, uint32_t child_flags)
-{
-    int rc = scope_leader_check(scope);
-    if (rc)
-        return rc;
-    if (jobs == 0 || (!split && !job))
-        return TT_EINVAL;
-    tt__ctl *c = scope->c;
-    if ((rc = fail_get(c)) != 0)
-        return rc;
-    unsigned size = scope->size;
-    unsigned groups = jobs < size ? jobs : size;
-    tt__ctl subs[groups];
-    for (unsigned g = 0; g < groups; g++) {
-        size_t first, n;
-        tt__block(size, groups, g, &first, &n);
-        /* Participant q >= 1 of group g is participant first + q of c. */
-        ctl_init(&subs[g], c->pool, c->crew, (unsigned)n, c->members ? c->members + first : NULL,
-                 &c->pol, c->ledger);
-        subs[g].pool_gen = c->pool_gen;
-        subs[g].pol.throttled = c->pol.throttled;
-        subs[g].leader = pthread_self(); /* reset by the group's leader */
-        subs[g].fail = c->fail;          /* a part's failure fails the scope */
-    }
-    split_cmd sc = {.jobs = jobs, .groups = groups, .size = size, .split = split, .job = job,
-                    .arg = arg, .subs = subs, .child_flags = child_flags};
-    c->busy = true;
-    c->split = &sc;
-    if (size > 1 && groups > 0) {
-        /* A narrower view (size < c->size) leaves the rest idle: only
-         * participants below size take part. */
-        c->width = size;
-        issue(c, CMD_SPLIT, size - 1);
-        split_part(c, 0);
-        wait_join(c);
-    } else {
-        split_part(c, 0);
-    }
-    c->split = NULL;
-    c->busy = false;
-    return fail_get(c);
-}
-
-int tt_scope_split(tt_scope *scope, unsigned parts, tt_split_fn fn, void *arg)
-{
-    if (!fn)
-        return TT_EINVAL;
-    return split_common(scope, parts, fn, NULL, arg, 0);
-}
-
-int tt_scope_fork(tt_scope *scope, unsigned jobs, tt_job_fn job, void *arg)
-{
-    if (!job)
-        return TT_EINVAL;
-    return split_common(scope, jobs, NULL, job, arg,
-                        TT__F_TEAM | TT__F_FORK_CHILD | TT__F_IN_TASK);
-}
-
-tt_exec *tt_scope_reborrow(tt_scope *scope, tt_exec *child)
-{
-    if (!child)
-        return NULL;
-    tt__exec *x = tt__x(child);
-    if (!scope || !scope->c || !pthread_equal(scope->c->leader, pthread_self())) {
-        tt__token_mint_invalid(x);
-        return child;
-    }
-    tt__token_spec spec = {.pool = scope->c->pool, .pool_gen = scope->c->pool_gen,
-                           .budget = scope->size, .flags = TT__F_TEAM | TT__F_OWNED,
-                           .ledger = scope->ledger, .team = scope->c, .owner = pthread_self()};
-    tt__token_mint(x, &spec);
-    return child;
-}
-
-/* A command (section, split) is in flight on the control block: the
- * leader is inside it. Read by token.c before an entry on a team token
- * claims anything, so that such an entry is refused (TT_EBUSY) without
- * consuming the token. Only the block's leader writes `busy`, and a team
- * token is used on that thread (TT__F_OWNED, TT__F_IN_TASK; a lead token
- * by its leader). */
-bool tt__team_ctl_busy(const void *ctl)
-{
-    return ((const tt__ctl *)ctl)->busy;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Members' loop                                                             */
-/* ------------------------------------------------------------------------ */
-
-static void participate(tt__ctl *c, unsigned rank, uint32_t seen)
-{
-    tt__wait_stats *st = ctl_stats(c);
-    for (;;) {
-        /* A reserved member that sleeps here stays reserved: only an end
-         * command releases it. */
-        seen = tt__event_wait_ne(&c->gen, seen, &c->pol, st, st ? &st->member_parks : NULL);
-        uint64_t cmd = atomic_load_explicit(&c->cmd, memory_order_acquire);
-        if ((uint32_t)(cmd >> 32) != seen)
-            continue; /* a newer command is being issued: not one of ours */
-        unsigned width = (unsigned)(cmd & 0xffffffu);
-        switch ((int)(cmd >> 24 & 0xffu)) {
-        case CMD_SECTION:
-            if (rank < width) {
-                run_section(c, rank);
-                tt__join_done(&c->join, st);
-            }
-            break;
-        case CMD_SPLIT:
-            if (rank < width) {
-                split_part(c, rank);
-                tt__join_done(&c->join, st);
-            }
-            break;
-        case CMD_END:
-            tt__join_done(&c->join, st);
-            return;
-        default:
-            break;
-        }
-    }
-}
-
-/* Pinning (Linux): participant k >= 1 of a root scope runs on the k-th CPU
- * of the leader's affinity set while it takes part, and gets its own mask
- * back before it serves anything else. */
-static bool pin_allowed(void) { return getenv("LIKWID_PIN") == NULL; }
-
-/* Pin the calling thread to `cpu`; true when it did (its mask is in
- * *saved, to be put back with unpin). */
-static bool pin_to(unsigned cpu, cpu_set_t *saved)
-{
-    if (sched_getaffinity(0, sizeof *saved, saved) != 0)
-        return false;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    return sched_setaffinity(0, sizeof one, &one) == 0;
-}
-
-static void unpin(const cpu_set_t *saved) { sched_setaffinity(0, sizeof *saved, saved); }
-
-/* The first `max` CPUs of the calling thread's (the leader's) affinity set;
- * how many. */
-static unsigned pin_cpus(unsigned *cpus, unsigned max)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    unsigned n = 0;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        for (unsigned cpu = 0; cpu < CPU_SETSIZE && n < max; cpu++)
-            if (CPU_ISSET(cpu, &set))
-                cpus[n++] = cpu;
-    return n;
-}
-
-static void part_run(tt__work *w, tt__member *m)
-{
-    (void)m;
-    part_work *pw = (part_work *)w;
-    tt__ctl *c = pw->c;
-    unsigned rank = pw->rank;
-    uint32_t gen0 = pw->gen0;
-    cpu_set_t saved;
-    bool pinned = pw->pin && pin_to(pw->cpu, &saved);
-    /* pw lives in the leader's frame until the end command's join: after
-     * participate returns, it may be gone. */
-    participate(c, rank, gen0);
-    if (pinned)
-        unpin(&saved);
-}
-
-/* Post the participant loop to every member of c (participants 1..). */
-static void start_members(tt__ctl *c, part_work *works, bool pin)
-{
-    unsigned cpus[c->size > 0 ? c->size : 1];
-    unsigned ncpu = pin ? pin_cpus(cpus, c->size) : 0;
-    if (ncpu == 0)
-        pin = false;
-    uint32_t gen0 = atomic_load_explicit(&c->gen.word, memory_order_relaxed);
-    for (unsigned p = 1; p < c->size; p++) {
-        works[p - 1] = (part_work){.w = {part_run}, .c = c, .rank = p, .gen0 = gen0,
-                                   .pin = pin, .cpu = pin ? cpus[p % ncpu] : 0};
-        tt__member_post(&c->crew->members[c->members[p - 1]], &works[p - 1].w);
-    }
-}
-
-static void end_members(tt__ctl *c)
-{
-    if (c->size > 1) {
-        issue(c, CMD_END, c->size - 1);
-        wait_join(c);
-    }
-}
-
-/* ------------------------------------------------------------------------ */
-/* tt_team_scope                                                             */
-/* ------------------------------------------------------------------------ */
-
-void tt_team_opts_init(tt_team_opts *opts)
-{
-    if (!opts)
-        return;
-    opts->acquire_timeout_ns = UINT64_MAX;
-    opts->spin_polls = UINT64_MAX;
-    opts->pin_participants = -1;
-}
-
-/* Entries on a token with team authority: the scope is already there. */
-static int team_scope_carried(tt__exec *x, tt_scope_fn fn, void *arg);
-
-/* A root scope on the caller's own team: region thread 0 is the leader
- * and runs the callback, threads 1..size-1 take part in the control block
- * directly (no mailbox), the others leave at once. */
-typedef struct scope_region {
-    tt__ctl *c;
-    tt_scope *view;
-    tt_scope_fn fn;
-    void *arg;
-    const unsigned *cpus; /* pinning: participant k on cpus[k % ncpu]     */
-    unsigned ncpu;
-    bool short_team;
-} scope_region;
-
-typedef struct scope_part {
-    scope_region *r;
-    unsigned k;
-} scope_part;
-
-static void scope_participate(void *ctx)
-{
-    scope_part *p = ctx;
-    scope_region *r = p->r;
-    tt__ctl *c = r->c;
-    if (p->k == 0) {
-        /* The callback is the root's user code on this thread. */
-        run_scope_fn(c, r->view, r->fn, r->arg);
-        end_members(c);
-    } else {
-        cpu_set_t saved;
-        bool pinned = r->ncpu > 0 && pin_to(r->cpus[p->k % r->ncpu], &saved);
-        participate(c, p->k, 0);
-        if (pinned)
-            unpin(&saved);
-    }
-}
-
-static void scope_region_member(void *ctx, unsigned k, unsigned got)
-{
-    scope_region *r = ctx;
-    tt__ctl *c = r->c;
-    if (got < c->size) {
-        if (k == 0)
-            r->short_team = true;
-        return;
-    }
-    if (k >= c->size)
-        return;
-    tt__region_member_enter(c->crew, k);
-    scope_part part = {r, k};
-    /* Every thread of the region takes part: the block is the region's
-     * team (run_section), and each participant stays at the region's level,
-     * confined. Otherwise each participant is one thread to OpenMP for the
-     * whole scope. */
-    tt__participate(c->crew, !c->region_team && c->pool->attr.isolate_shares, scope_participate,
-                    &part);
-    tt__region_member_leave(c->crew, k);
-}
-
-int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, void *arg)
-{
-    tt__exec *x = ex ? tt__x(ex) : NULL;
-    int rc = tt__exec_check(x);
-    if (rc)
-        return rc;
-    if (!fn)
-        return TT_EINVAL;
-    if (x->flags & TT__F_TEAM)
-        return team_scope_carried(x, fn, arg);
-    /* Claim first (a parent whose child is inside an entry is busy, whatever
-     * members are free; and a destroy from another thread is refused from
-     * here on), consume only once the members are there. */
-    rc = tt__exec_claim(x);
-    if (rc)
-        return rc;
-
-    tt_pool *pool = x->pool;
-    unsigned budget = x->budget;
-    if (budget == 1 || !pool || pool->width <= 1) {
-        /* A scope of the leader alone: no member, no scheduler call (a
-         * slot of the pool when this thread holds none: exec.c). */
-        tt__inline_hold hold;
-        tt__inline_hold_take(&hold, x);
-        rc = tt__exec_consume(x);
-        if (rc) {
-            tt__inline_hold_drop(&hold);
-            tt__exec_unclaim(x);
-            return rc;
-        }
-        tt__ctl c;
-        tt__wait_policy pol = {0};
-        ctl_init(&c, pool, NULL, 1, NULL, &pol, x->ledger);
-        _Atomic int fail = 0;
-        c.fail = &fail;
-        tt_scope view = {.c = &c, .size = 1, .ledger = x->ledger};
-        unsigned saved = tt__exec_suspend(x);
-        tt__inline_hold_begin(&hold);
-        run_scope_fn(&c, &view, fn, arg);
-        tt__inline_hold_end(&hold);
-        tt__exec_resume(x, saved);
-        tt__exec_leave(x);
-        return atomic_load_explicit(&fail, memory_order_acquire);
-    }
-
-    uint64_t timeout = pool->attr.acquire_timeout_ns;
-    tt__wait_policy pol = {.spin_polls = pool->attr.spin_polls,
-                           .throttled = pool->width > tt__cpu_count_cached()};
-    bool pin = pool->attr.pin_participants;
-    if (opts) {
-        if (opts->acquire_timeout_ns != UINT64_MAX)
-            timeout = opts->acquire_timeout_ns;
-        if (opts->spin_polls != UINT64_MAX)
-            pol.spin_polls = opts->spin_polls;
-        if (opts->pin_participants >= 0)
-            pin = opts->pin_participants != 0;
-    }
-    pin = pin && pin_allowed();
-
-    /* The members. A member's token holds a gang part that starts with the
-     * caller; a member takes what else it needs from the free slots of its
-     * private crew without waiting, or is refused at once (a member never
-     * waits for members: those it would wait for may be held by its own
-     * root until this very job returns). A plain thread takes `budget`
-     * slots, its own included, waiting up to the acquire timeout, and runs
-     * on its own team's region, or on the private crew where it cannot.
-     * Everything is taken before the token is consumed, so that a refusal
-     * consumes nothing. */
-    tt__crew *crew = NULL;
-    int self = tt__pool_member_of(pool, &crew);
-    uint32_t members[budget], slots[budget];
-    unsigned have = 0, taken = 0;
-    bool region = false;
-    tt__lend lend = {0};
-    if (self >= 0) {
-        if (x->gang && x->gang_cnt > 0) {
-            if (x->gang[x->gang_off] != (uint32_t)self)
-                rc = TT_EWRONGTHREAD;
-            for (uint32_t i = 1; i < x->gang_cnt && have < budget - 1; i++)
-                members[have++] = x->gang[x->gang_off + i];
-        }
-        if (rc == TT_OK && have < budget - 1) {
-            if (crew->kind != TT__CREW_PRIVATE) {
-                rc = TT_REFUSED_UNAVAILABLE;
-            } else {
-                rc = tt__gang_try_acquire_all(pool, budget - 1 - have, slots);
-                if (rc == TT_OK) {
-                    taken = budget - 1 - have;
-                    for (unsigned i = 0; i < taken; i++)
-                        members[have + i] = slots[i];
-                }
-            }
-        }
-    } else if (x->gang && x->gang_cnt > 0) {
-        rc = TT_EWRONGTHREAD;
-    } else {
-        bool private = tt__pool_uses_private_crew(pool);
-        if (private) {
-            rc = tt__pool_private_crew(pool, &crew);
-            if (rc == TT_ESHORTTEAM)
-                rc = TT_REFUSED_UNAVAILABLE; /* the members cannot be had */
-        } else {
-            rc = tt__region_room(pool->width); /* room for the region's threads */
-        }
-        /* A thread of a tt_external callee's region never waits for the
-         * slots that tt_external may hold: free now, or refused. A thread
-         * inside an inline run of the pool lends that run's slot to the
-         * scope (tt__lend_begin). */
-        if (tt__pool_external_callee(pool))
-            timeout = 0;
-        if (rc == TT_OK) {
-            tt__lend_begin(&lend, pool);
-            rc = tt__gang_acquire(pool, budget, slots, timeout);
-        }
-        if (rc == TT_OK) {
-            taken = budget;
-            tt__ledger_install(pool);
-            if (!private) {
-                crew = tt__region_crew_get(pool);
-                if (crew)
-                    region = true;
-                else
-                    rc = TT_ENOMEM;
-            }
-            /* On the private crew the leader is not a member: its slot is
-             * the first, and participants 1.. run on the members of the
-             * others. */
-            for (unsigned i = 1; i < budget; i++)
-                members[have++] = slots[i];
-        }
-    }
-    if (rc == TT_OK)
-        rc = tt__exec_consume(x);
-    if (rc) {
-        /* Give back what was taken under the claim, then the claim (the
-         * pool may be destroyed as soon as the entry count drops). */
-        if (region)
-            tt__region_crew_put(pool, crew);
-        if (taken)
-            tt__gang_release(pool, taken, slots);
-        tt__lend_end(&lend);
-        tt__exec_unclaim(x);
-        return rc;
-    }
-    pol.throttled = pol.throttled || budget > tt__cpu_count_cached();
-    tt__ctl c;
-    _Atomic int fail = 0;
-    tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
-    unsigned saved = tt__exec_suspend(x);
-    if (region) {
-        unsigned cpus[budget];
-        ctl_init(&c, pool, crew, budget, NULL, &pol, x->ledger);
-        /* Every thread of the region takes part when the scope has the
-         * pool's width (the region is always opened at that width). */
-        c.region_team = budget == pool->width;
-        c.fail = &fail;
-        scope_region r = {.c = &c, .view = &view, .fn = fn, .arg = arg, .cpus = cpus,
-                          .ncpu = pin ? pin_cpus(cpus, budget) : 0};
-        tt__backend_get()->region(pool->width, scope_region_member, &r);
-        tt__region_crew_put(pool, crew);
-        /* A team narrower than the scope (dynamic adjustment, a thread
-         * limit reached after the pool was built): the members cannot be
-         * had; nothing ran, and the refusal consumes nothing (below). */
-        if (r.short_team)
-            rc = TT_REFUSED_UNAVAILABLE;
-    } else {
-        ctl_init(&c, pool, crew, budget, members, &pol, x->ledger);
-        c.fail = &fail;
-        part_work works[budget - 1];
-        start_members(&c, works, pin);
-        run_scope_fn(&c, &view, fn, arg);
-        end_members(&c);
-    }
-    tt__exec_resume(x, saved);
-    if (taken)
-        tt__gang_release(pool, taken, slots);
-    tt__lend_end(&lend);
-    if (rc == TT_REFUSED_UNAVAILABLE) {
-        tt__exec_unconsume(x);
-        tt__exec_unclaim(x);
-        return rc;
-    }
-    tt__exec_leave(x);
-    /* The scope's failure code (tt_scope_fail), when it ran and failed. */
-    return rc ? rc : atomic_load_explicit(&fail, memory_order_acquire);
-}
-
-int tt_team_scope(tt_exec *ex, tt_scope_fn fn, void *arg)
-{
-    return tt_team_scope_with(ex, NULL, fn, arg);
-}
-
-/* Run `op` on the scope a token with team authority carries: consume the
- * token, lead the control block from this thread for the call, and give the
- * token's slot up while the scope's participants count theirs. */
-typedef int (*carried_op)(tt_scope *view, void *ctx);
-
-static int with_carried_scope(tt__exec *x, carried_op op, void *ctx)
-{
-    tt__ctl *c = x->team;
-    int rc = tt__exec_claim(x);
-    if (rc)
-        return rc;
-    /* A command already in flight on the block (an entry on a scope token
-     * from inside one of its own sections) is refused before the token is
-     * consumed: a refusal consumes nothing. `busy` is written only by the
-     * block's leader thread, which this is (tt__exec_check confirmed the
-     * token's owner). */
-    if (c->busy) {
-        tt__exec_unclaim(x);
-        return TT_EBUSY;
-    }
-    rc = tt__exec_consume(x);
-    if (rc) {
-        tt__exec_unclaim(x);
-        return rc;
-    }
-    pthread_t prev = c->leader;
-    c->leader = pthread_self();
-    /* This entry's own failure word (a failure inside it is this entry's
-     * code, not the enclosing scope's). */
-    _Atomic int fail = 0, *prev_fail = c->fail;
-    c->fail = &fail;
-    tt_scope view = {.c = c, .size = x->budget, .ledger = x->ledger};
-    unsigned saved = tt__exec_suspend(x);
-    rc = op(&view, ctx);
-    tt__exec_resume(x, saved);
-    c->fail = prev_fail;
-    c->leader = prev;
-    tt__exec_leave(x);
-    return rc;
-}
-
-typedef struct call_ctx {
-    tt_scope_fn fn;
-    tt_section_fn section;
-    tt_job_fn job;
-    void *arg;
-    unsigned n; /* section width or jobs */
-} call_ctx;
-
-static int op_callback(tt_scope *view, void *ctx)
-{
-    call_ctx *k = ctx;
-    run_scope_fn(view->c, view, k->fn, k->arg);
-    return tt_scope_failed(view);
-}
-
-static int op_section(tt_scope *view, void *ctx)
-{
-    call_ctx *k = ctx;
-    return tt_scope_run_with(view, k->n, k->section, k->arg);
-}
-
-static int op_fork(tt_scope *view, void *ctx)
-{
-    call_ctx *k = ctx;
-    return tt_scope_fork(view, k->n, k->job, k->arg);
-}
-
-static int team_scope_carried(tt__exec *x, tt_scope_fn fn, void *arg)
-{
-    call_ctx k = {.fn = fn, .arg = arg};
-    return with_carried_scope(x, op_callback, &k);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Entries on tokens with team authority                                     */
-/* ------------------------------------------------------------------------ */
-
-typedef struct team_ranges {
-    tt_range_fn body;
-    void *arg;
-    size_t len;
-    unsigned ntasks;
-} team_ranges;
-
-/* A range and a broadcast call are shares, one thread to OpenMP, also when
- * their section is the region's team. */
-typedef struct range_call {
-    team_ranges *r;
-    size_t begin, end;
-} range_call;
-
-static void range_thunk(void *ctx)
-{
-    range_call *k = ctx;
-    k->r->body(k->r->arg, k->begin, k->end);
-}
-
-static void ranges_section(void *arg, tt_section *s)
-{
-    range_call k = {.r = arg};
-    tt__range_of(k.r->len, k.r->ntasks, s->rank, &k.begin, &k.end);
-    tt__share_run(s->c->pool, range_thunk, &k);
-}
-
-typedef struct team_bcast {
-    tt_bcast_fn fn;
-    void *arg;
-} team_bcast;
-
-typedef struct bcast_call {
-    team_bcast *b;
-    unsigned rank;
-} bcast_call;
-
-static void bcast_thunk(void *ctx)
-{
-    bcast_call *k = ctx;
-    k->b->fn(k->b->arg, k->rank);
-}
-
-static void bcast_section(void *arg, tt_section *s)
-{
-    bcast_call k = {arg, s->rank};
-    tt__share_run(s->c->pool, bcast_thunk, &k);
-}
-
-/* Run one section of `width` on the token's control block. */
-static int team_section(tt__exec *x, unsigned width, tt_section_fn fn, void *arg)
-{
-    call_ctx k = {.section = fn, .arg = arg, .n = width};
-    return with_carried_scope(x, op_section, &k);
-}
-
-int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg)
-{
-    if (len == 0) {
-        int rc = tt__exec_enter(x);
-        if (rc)
-            return rc;
-        tt__exec_leave(x);
-        return TT_OK;
-    }
-    unsigned ntasks = tt__range_tasks(len, grain, x->budget);
-    team_ranges r = {.body = body, .arg = arg, .len = len, .ntasks = ntasks};
-    return team_section(x, ntasks, ranges_section, &r);
-}
-
-int tt__team_broadcast(tt__exec *x, tt_bcast_fn fn, void *arg)
-{
-    team_bcast b = {.fn = fn, .arg = arg};
-    return team_section(x, x->budget, bcast_section, &b);
-}
-
-int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg)
-{
-    call_ctx k = {.job = job, .arg = arg, .n = jobs};
-    return with_carried_scope(x, op_fork, &k);
-}
 
 /* ------------------------------------------------------------------------ */
 /* Persistent teams                                                          */
@@ -1010,7 +28,7 @@ struct tt_team {
     unsigned width;
     tt__ctl ctl;
     uint32_t *members;
-    part_work *works;
+    tt__part_work *works;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool led;
@@ -1019,6 +37,21 @@ struct tt_team {
     bool lends;
     bool lent;
 };
+
+static void team_lead_end(tt__exec *x);
+
+/* Free a team's memory; `sync`: its lock and condition variable were
+ * initialised and are destroyed too. */
+static void team_free(tt_team *t, bool sync)
+{
+    if (sync) {
+        pthread_cond_destroy(&t->cond);
+        pthread_mutex_destroy(&t->lock);
+    }
+    free(t->members);
+    free(t->works);
+    free(t);
+}
 
 int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
 {
@@ -1041,16 +74,12 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
     t->members = tt__calloc(width, sizeof *t->members);
     t->works = tt__calloc(nm ? nm : 1, sizeof *t->works);
     if (!t->members || !t->works || pthread_mutex_init(&t->lock, NULL) != 0) {
-        free(t->members);
-        free(t->works);
-        free(t);
+        team_free(t, false);
         return TT_ENOMEM;
     }
     if (pthread_cond_init(&t->cond, NULL) != 0) {
         pthread_mutex_destroy(&t->lock);
-        free(t->members);
-        free(t->works);
-        free(t);
+        team_free(t, false);
         return TT_ENOMEM;
     }
     pthread_mutex_lock(&pool->lock);
@@ -1076,19 +105,16 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
             pool->team_owned = false;
             pthread_mutex_unlock(&pool->lock);
         }
-        pthread_cond_destroy(&t->cond);
-        pthread_mutex_destroy(&t->lock);
-        free(t->members);
-        free(t->works);
-        free(t);
+        team_free(t, true);
         return rc;
     }
     t->pool = pool;
     t->width = width;
     tt__wait_policy pol = crew ? crew->team_pol : (tt__wait_policy){0};
-    ctl_init(&t->ctl, pool, crew, width, t->members, &pol, NULL);
+    tt__ctl_init(&t->ctl, pool, crew, width, t->members, &pol, NULL);
+    t->ctl.hook.lead_end = team_lead_end;
     if (nm > 0 && !t->lends)
-        start_members(&t->ctl, t->works, pool->attr.pin_participants && pin_allowed());
+        tt__ctl_start_members(&t->ctl, t->works, pool->attr.pin_participants && tt__pin_allowed());
     t->lent = t->lends && nm > 0;
     *team = t;
     return TT_OK;
@@ -1130,8 +156,8 @@ static int lead_common(tt_team *team, unsigned budget, tt_exec *ex, bool block)
             return TT_REFUSED_UNAVAILABLE;
         }
         team->ctl.leader = pthread_self();
-        start_members(&team->ctl, team->works,
-                      team->pool->attr.pin_participants && pin_allowed());
+        tt__ctl_start_members(&team->ctl, team->works,
+                      team->pool->attr.pin_participants && tt__pin_allowed());
         team->lent = false;
     }
 
@@ -1165,16 +191,16 @@ static tt_team *team_of_ctl(tt__ctl *c)
     return (tt_team *)(void *)((char *)c - offsetof(tt_team, ctl));
 }
 
-void tt__team_token_end(tt__exec *x)
+/* The end of a leader role (token.c calls it through the control block's
+ * hook, tt__team_hook.lead_end, for a token minted by tt_team_lead). */
+static void team_lead_end(tt__exec *x)
 {
-    if (!(x->flags & TT__F_LEAD) || !x->team)
-        return;
     tt_team *t = team_of_ctl(x->team);
     if (t->lends && t->width > 1) {
         /* The role ends on the leader's thread: lend the members to the
          * pool until the next leader. */
         t->ctl.leader = pthread_self();
-        end_members(&t->ctl);
+        tt__ctl_end_members(&t->ctl);
         tt__gang_release(t->pool, t->width, t->members);
         t->lent = true;
     }
@@ -1197,9 +223,7 @@ tt_pool *tt_team_into_pool(tt_team *team)
          * the parent, and the team's lock may have been copied locked:
          * touch neither, free the memory and give the pool back. */
         tt_pool *pool = team->pool;
-        free(team->members);
-        free(team->works);
-        free(team);
+        team_free(team, false);
         return pool;
     }
     pthread_mutex_lock(&team->lock);
@@ -1214,18 +238,14 @@ tt_pool *tt_team_into_pool(tt_team *team)
         /* In a fork child the members do not exist: nobody to end. */
         if (!team->lent) {
             if (team->width > 1)
-                end_members(&team->ctl);
+                tt__ctl_end_members(&team->ctl);
             tt__gang_release(pool, team->width, team->members);
         }
         pthread_mutex_lock(&pool->lock);
         pool->team_owned = false;
         pthread_mutex_unlock(&pool->lock);
     }
-    pthread_cond_destroy(&team->cond);
-    pthread_mutex_destroy(&team->lock);
-    free(team->members);
-    free(team->works);
-    free(team);
+    team_free(team, true);
     /* A pool destroyed from one of the team's members ends here, the last
      * holder out; there is no pool to give back. */
     if (!forked && tt__pool_finish_doomed(pool))

@@ -4,8 +4,9 @@
  *
  * Every token, whatever made it (tt_exec_init, tt_exec_reborrow, a fork
  * job's child in exec.c, a scope token or a team lead in team.c), is minted
- * by tt__token_mint, and every entry goes through tt__exec_check and
- * tt__exec_enter, so the rules below hold for every kind of token:
+ * by tt__token_mint, and every entry goes through tt__exec_check and the
+ * entry frame (entry.c: claim, consume, leave), so the rules below hold for
+ * every kind of token:
  *
  *  - A refusal consumes nothing. Everything that can refuse an entry
  *    (the chain's state, a busy token or ancestor, a command in flight on
@@ -20,12 +21,31 @@
  *    descendant is inside an entry, when that entry leaves
  *    (TT__BUSY_ENDING).
  *
- * token.c knows nothing of placement; of teams it uses two hooks of team.c
- * (tt__team_token_end, tt__team_ctl_busy).
+ * token.c knows nothing of placement, and calls nothing above it: of a team
+ * it reads only the hook at the head of the control block a team token
+ * carries (tt__team_hook: whether a command is in flight, and the function
+ * that ends a leader role, which the persistent team fills in).
  */
 #include "internal.h"
 
 #include <string.h>
+
+/* The team hooks of a token (x->team is a control block whose head is a
+ * tt__team_hook). */
+static bool team_busy(const tt__exec *x)
+{
+    return (x->flags & TT__F_TEAM) && x->team && ((const tt__team_hook *)x->team)->busy;
+}
+
+/* End the leader role of a token minted by tt_team_lead (others: nothing). */
+static void lead_end(tt__exec *x)
+{
+    if (!(x->flags & TT__F_LEAD) || !x->team)
+        return;
+    const tt__team_hook *h = x->team;
+    if (h->lead_end)
+        h->lead_end(x);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Minting                                                                   */
@@ -173,7 +193,7 @@ static bool chain_busy(const tt__exec *x)
     for (const tt__exec *p = x->parent; p; p = p->parent)
         if (atomic_load_explicit(&p->busy, memory_order_acquire) != 0)
             return true;
-    return (x->flags & TT__F_TEAM) && x->team && tt__team_ctl_busy(x->team);
+    return team_busy(x);
 }
 
 /* The one rule behind tt_broadcast and tt_can_broadcast: what a broadcast
@@ -220,15 +240,17 @@ static void release_ancestors(tt__exec *x, const tt__exec *stop)
     unsigned nend = 0;
     for (tt__exec *p = x->parent; p != stop; p = p->parent) {
         uint32_t old = atomic_fetch_and_explicit(&p->busy, TT__BUSY_ENDING, memory_order_acq_rel);
+        TT__INVARIANT((old & ~TT__BUSY_ENDING) != 0,
+                      "token: an ancestor given back that was not lent to an entry");
         if ((old & TT__BUSY_ENDING) && (old & ~TT__BUSY_ENDING)) {
             if (nend < sizeof ending / sizeof ending[0])
                 ending[nend++] = p;
             else
-                tt__team_token_end(p); /* not reached: one lead per chain */
+                lead_end(p); /* not reached: one lead per chain */
         }
     }
     for (unsigned i = 0; i < nend; i++)
-        tt__team_token_end(ending[i]);
+        lead_end(ending[i]);
 }
 
 /* Claim the token for an entry, without consuming it. Every refusal comes
@@ -244,7 +266,7 @@ static void release_ancestors(tt__exec *x, const tt__exec *stop)
  * its claim. */
 int tt__exec_claim(tt__exec *x)
 {
-    if ((x->flags & TT__F_TEAM) && x->team && tt__team_ctl_busy(x->team))
+    if (team_busy(x))
         return TT_EBUSY;
     uint32_t zero = 0;
     /* acq_rel pairs with the release in leave() of a child on another
@@ -278,6 +300,8 @@ int tt__exec_claim(tt__exec *x)
 /* Undo a claim: the entry was refused after it, and nothing was consumed. */
 void tt__exec_unclaim(tt__exec *x)
 {
+    TT__INVARIANT(atomic_load_explicit(&x->busy, memory_order_relaxed) & TT__BUSY_ENTRY,
+                  "token: an entry undone that was not claimed");
     if (x->pool)
         tt__pool_entry_end(x->pool);
     release_ancestors(x, NULL);
@@ -294,6 +318,8 @@ int tt__exec_consume(tt__exec *x)
     if (!atomic_compare_exchange_strong_explicit(&x->magic, &live, TT__MAGIC_CONSUMED,
                                                  memory_order_acq_rel, memory_order_acquire))
         return TT_ECONSUMED;
+    TT__INVARIANT(atomic_load_explicit(&x->busy, memory_order_relaxed) & TT__BUSY_ENTRY,
+                  "token: consumed without a claim");
     return TT_OK;
 }
 
@@ -303,28 +329,19 @@ int tt__exec_consume(tt__exec *x)
  * no other entry saw the token consumed; the caller then unclaims. */
 void tt__exec_unconsume(tt__exec *x)
 {
-    TT__ASSERT(atomic_load_explicit(&x->magic, memory_order_relaxed) == TT__MAGIC_CONSUMED);
+    TT__INVARIANT(atomic_load_explicit(&x->magic, memory_order_relaxed) == TT__MAGIC_CONSUMED,
+                  "token: given back unused but not consumed");
     atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_release);
-}
-
-int tt__exec_enter(tt__exec *x)
-{
-    int rc = tt__exec_claim(x);
-    if (rc)
-        return rc;
-    rc = tt__exec_consume(x);
-    if (rc)
-        tt__exec_unclaim(x);
-    return rc;
 }
 
 void tt__exec_leave(tt__exec *x)
 {
+    TT__INVARIANT(atomic_load_explicit(&x->busy, memory_order_relaxed) & TT__BUSY_ENTRY,
+                  "token: left an entry that was not claimed");
     release_ancestors(x, NULL);
     atomic_store_explicit(&x->busy, 0, memory_order_release);
     /* A token minted by tt_team_lead ends the leader role when consumed. */
-    if (x->flags & TT__F_LEAD)
-        tt__team_token_end(x);
+    lead_end(x);
     if (x->pool)
         tt__pool_entry_end(x->pool);
 }
@@ -432,7 +449,7 @@ void tt_exec_finish(tt_exec *ex)
      * (release_ancestors). Exactly one of the two sees the other's mark. */
     uint32_t old = atomic_fetch_or_explicit(&x->busy, TT__BUSY_ENDING, memory_order_acq_rel);
     if ((old & ~TT__BUSY_ENDING) == 0)
-        tt__team_token_end(x);
+        lead_end(x);
 }
 
 bool tt_carries_team(const tt_exec *ex)

@@ -311,8 +311,9 @@ void tt__join_done(tt__join *j, tt__wait_stats *stats)
     /* acq_rel: release publishes the task's writes to the waiter; acquire
      * is not needed for data but keeps the RMW chain ordered for TSan. */
     uint32_t old = atomic_fetch_sub_explicit(&j->word, 1, memory_order_acq_rel);
-    /* Join counts: one completion per pending task, never one too many. */
-    TT__ASSERT((old & ~TT__JOIN_SLEEPING) >= 1);
+    /* Join counts: one completion per pending task, never one too many
+     * (always checked: one compare on the value the RMW returned). */
+    TT__INVARIANT((old & ~TT__JOIN_SLEEPING) >= 1, "join: a completion with none pending");
     if ((old & ~TT__JOIN_SLEEPING) == 1 && (old & TT__JOIN_SLEEPING)) {
         /* The waiter sleeps (or is about to): wake it. After the decrement
          * the waiter may already have returned and its frame be reused; the

@@ -1,0 +1,927 @@
+/*
+ * team_scope.c -- team scopes: control blocks, sections, splits, the
+ * members' loop, tt_team_scope and the entries on tokens with team
+ * authority. Persistent teams (team.c) are a control block held between
+ * leaders, and use the block's machinery from here through internal.h.
+ *
+ * A scope is a control block (tt__ctl) shared by a leader thread
+ * (participant 0) and size - 1 reserved members (participants 1..size-1).
+ * Each member runs participate(): it waits for the control block's
+ * generation word to move, reads the command the leader wrote before it
+ * moved, runs it, and reports to the command's join. Commands are a
+ * section (the first `width` participants run a function, with a barrier
+ * of their own), a split (the participants break into groups, each with a
+ * sub-control block on the leader's stack, and every group runs its own
+ * commands concurrently) and end (the members leave; they return to the
+ * pool, or in a persistent team only at tt_team_into_pool).
+ *
+ * The leader writes a command and then bumps the generation with a seq_cst
+ * store (tt__event_post): that store releases the command to every member's
+ * acquire load of the word. A member touches the control block last in its
+ * tt__join_done, so the block may live on the leader's stack.
+ *
+ * Tokens with team authority (TT__F_TEAM) carry a control block in their
+ * `team` field and a budget no larger than its size; their entries run as
+ * commands on that block instead of acquiring members.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct tt_scope {
+    tt__ctl *c;
+    unsigned size; /* may be less than c->size (a narrower token) */
+    void *ledger;
+};
+
+struct tt_section {
+    tt__ctl *c;
+    unsigned rank, size;
+    void *ledger;
+};
+
+static void participate(tt__ctl *c, unsigned rank, uint32_t seen);
+
+enum { CMD_SECTION = 1, CMD_SPLIT, CMD_END };
+
+typedef struct split_cmd {
+    unsigned jobs;      /* parts (split) or jobs (fork)                  */
+    unsigned groups;    /* min(jobs, size)                               */
+    unsigned size;      /* participants split (a view may be narrower)   */
+    tt_split_fn split;  /* one of these two                              */
+    tt_job_fn job;
+    void *arg;
+    tt__ctl *subs;      /* groups control blocks                         */
+    uint32_t child_flags;
+} split_cmd;
+
+/* ------------------------------------------------------------------------ */
+/* Control blocks                                                            */
+/* ------------------------------------------------------------------------ */
+
+void tt__ctl_init(tt__ctl *c, tt_pool *pool, tt__crew *crew, unsigned size,
+                     const uint32_t *members, const tt__wait_policy *pol, void *ledger)
+{
+    memset(c, 0, sizeof *c);
+    c->pool = pool;
+    c->crew = crew;
+    c->size = size;
+    c->members = members;
+    c->pol = *pol;
+    /* A scope with more awake participants than CPUs spins little, as
+     * libgomp does when it manages more threads than CPUs. */
+    if (size > tt__cpu_count_cached())
+        c->pol.throttled = true;
+    c->ledger = ledger;
+    c->leader = pthread_self();
+    c->pool_gen = pool ? atomic_load_explicit(&pool->gen, memory_order_acquire) : 0;
+}
+
+static tt__wait_stats *ctl_stats(tt__ctl *c) { return c->crew ? c->crew->stats : NULL; }
+
+/* Issue a command to participants 1..n-1 that takes part, and set up the
+ * join for `pending` of them. */
+static void issue(tt__ctl *c, int kind, uint32_t pending)
+{
+    /* One command at a time: the previous command's join is complete (the
+     * leader waited for it), and no more participants report than the
+     * block has beside its leader. */
+    TT__INVARIANT((atomic_load_explicit(&c->join.word, memory_order_relaxed) &
+                   ~TT__JOIN_SLEEPING) == 0,
+                  "scope: a command issued while the last one's join is pending");
+    TT__INVARIANT(pending < c->size && (kind == CMD_END || c->width <= c->size),
+                  "scope: a command for more participants than the block has");
+    tt__join_init(&c->join, pending);
+    uint32_t g = atomic_load_explicit(&c->gen.word, memory_order_relaxed) + 1;
+    /* Relaxed: the seq_cst store of the generation in tt__event_post
+     * releases the header and the body to the participants' acquire. */
+    atomic_store_explicit(&c->cmd,
+                          (uint64_t)g << 32 | (uint64_t)kind << 24 | (c->width & 0xffffffu),
+                          memory_order_relaxed);
+    tt__event_post(&c->gen, g, ctl_stats(c));
+}
+
+static void wait_join(tt__ctl *c)
+{
+    tt__join_wait(&c->join, &c->pol, ctl_stats(c));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sections                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * What OpenMP sees in a section (c-api: "A share is one thread to OpenMP").
+ * A section that runs on every thread of the region it executes in (a root
+ * scope on the caller's team at the pool's width, the section at the
+ * scope's full size) *is* that region's team: its orphaned `omp for` is
+ * shared among the section's participants and omp_get_thread_num() is the
+ * section rank, as SPMD code written for `omp parallel` expects. Every
+ * other section (narrower than the block, a split part's, any section on a
+ * private crew) is one thread to OpenMP per participant.
+ */
+typedef struct section_call {
+    tt__ctl *c;
+    tt_section *s;
+} section_call;
+
+static void section_thunk(void *ctx)
+{
+    section_call *k = ctx;
+    k->c->fn(k->c->arg, k->s);
+}
+
+static void run_section(tt__ctl *c, unsigned rank)
+{
+    tt_section s = {.c = c, .rank = rank, .size = c->width, .ledger = c->ledger};
+    tt__ledger_enter(c->ledger);
+    if (c->region_team && c->width == c->size) {
+        c->fn(c->arg, &s);
+    } else {
+        section_call k = {c, &s};
+        tt__share_run(c->pool, section_thunk, &k);
+    }
+    tt__ledger_leave(c->ledger);
+}
+
+/* A scope's callback on its leader: at the region's level when the block is
+ * the region's whole team (its full-size sections must be that team to
+ * OpenMP, and the leader runs their rank 0; the callback's own code then
+ * runs as code in `omp master` would), otherwise one thread to OpenMP. */
+typedef struct scope_call {
+    tt_scope_fn fn;
+    void *arg;
+    tt_scope *view;
+} scope_call;
+
+static void scope_thunk(void *ctx)
+{
+    scope_call *k = ctx;
+    k->fn(k->arg, k->view);
+}
+
+static void run_scope_fn(tt__ctl *c, tt_scope *view, tt_scope_fn fn, void *arg)
+{
+    tt__ledger_enter(view->ledger);
+    scope_call k = {fn, arg, view};
+    if (c->region_team && view->size == c->size)
+        scope_thunk(&k);
+    else
+        tt__share_run(c->pool, scope_thunk, &k);
+    tt__ledger_leave(view->ledger);
+}
+
+unsigned tt_section_rank(const tt_section *s) { return s ? s->rank : 0; }
+unsigned tt_section_size(const tt_section *s) { return s ? s->size : 0; }
+
+/* Errors out of callbacks: the first nonzero code stored wins. */
+static void fail_set(_Atomic int *fail, int code)
+{
+    int none = 0;
+    atomic_compare_exchange_strong_explicit(fail, &none, code, memory_order_acq_rel,
+                                            memory_order_acquire);
+}
+
+static int fail_get(const tt__ctl *c)
+{
+    return c->fail ? atomic_load_explicit(c->fail, memory_order_acquire) : 0;
+}
+
+int tt_section_fail(tt_section *s, int code)
+{
+    if (!s || !s->c || !s->c->fail || code == 0)
+        return TT_EINVAL;
+    fail_set(s->c->fail, code);
+    return TT_OK;
+}
+
+void tt_section_barrier(tt_section *s)
+{
+    if (!s || s->size <= 1)
+        return;
+    tt__ctl *c = s->c;
+    /* Read the release generation before arriving: once the last arrives,
+     * it moves, and a waiter must compare against the value from before. */
+    uint32_t g = atomic_load_explicit(&c->bar_gen.word, memory_order_acquire);
+    uint32_t arrived = atomic_fetch_add_explicit(&c->bar_count, 1, memory_order_acq_rel) + 1;
+    if (arrived == s->size) {
+        /* Last: reset for the next barrier of this section before the
+         * release, so that nobody can arrive at the next one early. */
+        atomic_store_explicit(&c->bar_count, 0, memory_order_relaxed);
+        tt__event_post(&c->bar_gen, g + 1, ctl_stats(c));
+        return;
+    }
+    tt__wait_stats *st = ctl_stats(c);
+    tt__event_wait_ne(&c->bar_gen, g, &c->pol, st, st ? &st->barrier_sleeps : NULL);
+}
+
+static int scope_leader_check(const tt_scope *scope)
+{
+    if (!scope || !scope->c)
+        return TT_EINVAL;
+    if (!pthread_equal(scope->c->leader, pthread_self()))
+        return TT_EWRONGTHREAD;
+    if (scope->c->hook.busy)
+        return TT_EBUSY;
+    return TT_OK;
+}
+
+unsigned tt_scope_size(const tt_scope *scope) { return scope ? scope->size : 0; }
+
+int tt_scope_fail(tt_scope *scope, int code)
+{
+    if (!scope || !scope->c || !scope->c->fail || code == 0)
+        return TT_EINVAL;
+    if (!pthread_equal(scope->c->leader, pthread_self()))
+        return TT_EWRONGTHREAD;
+    fail_set(scope->c->fail, code);
+    return TT_OK;
+}
+
+int tt_scope_failed(const tt_scope *scope)
+{
+    return scope && scope->c ? fail_get(scope->c) : 0;
+}
+
+int tt_scope_run_with(tt_scope *scope, unsigned width, tt_section_fn section, void *arg)
+{
+    int rc = scope_leader_check(scope);
+    if (rc)
+        return rc;
+    if (!section || width == 0 || width > scope->size)
+        return TT_EINVAL;
+    tt__ctl *c = scope->c;
+    if ((rc = fail_get(c)) != 0)
+        return rc; /* a failed scope runs no more sections */
+    c->hook.busy = true;
+    c->fn = section;
+    c->arg = arg;
+    c->width = width;
+    if (width == 1) {
+        /* A section of one runs on the leader; nobody else is woken. */
+        run_section(c, 0);
+    } else {
+        atomic_store_explicit(&c->bar_count, 0, memory_order_relaxed);
+        issue(c, CMD_SECTION, width - 1);
+        run_section(c, 0);
+        wait_join(c);
+    }
+    c->hook.busy = false;
+    return fail_get(c);
+}
+
+int tt_scope_run(tt_scope *scope, tt_section_fn section, void *arg)
+{
+    return tt_scope_run_with(scope, scope ? scope->size : 0, section, arg);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Splits and scope forks                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* The group leader's side: run the group's parts, then end the sub-block. */
+static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
+{
+    size_t first, n;
+    tt__block(sc->jobs, sc->groups, g, &first, &n);
+    sub->leader = pthread_self();
+    for (size_t i = first; i < first + n; i++) {
+        if (sc->split) {
+            /* Like a scope's callback, a part is the root's user code on
+             * this thread (its sections on this thread count once). */
+            tt_scope view = {.c = sub, .size = sub->size, .ledger = sub->ledger};
+            tt__ledger_enter(sub->ledger);
+            sc->split(sc->arg, (unsigned)i, &view);
+            tt__ledger_leave(sub->ledger);
+        } else {
+            tt_exec child;
+            tt__exec *x = tt__x(&child);
+            tt__token_spec spec = {.pool = sub->pool, .pool_gen = sub->pool_gen,
+                                   .budget = sub->size, .flags = sc->child_flags,
+                                   .ledger = sub->ledger, .team = sub,
+                                   .owner = pthread_self()};
+            tt__token_mint(x, &spec);
+            tt__ledger_enter(sub->ledger);
+            sc->job(sc->arg, (unsigned)i, &child);
+            tt__ledger_leave(sub->ledger);
+            atomic_store_explicit(&x->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+        }
+    }
+    if (sub->size > 1) {
+        issue(sub, CMD_END, sub->size - 1);
+        wait_join(sub);
+    }
+}
+
+/* Participant p's side of a split of c. A split's groups are never their
+ * region's team: each participant is one thread to OpenMP for the whole
+ * split (one isolation, which the group's parts and sections find in
+ * place). */
+typedef struct split_call {
+    tt__ctl *c;
+    unsigned p;
+} split_call;
+
+static void split_thunk(void *ctx)
+{
+    split_call *k = ctx;
+    const split_cmd *sc = k->c->split;
+    size_t g, r;
+    tt__block_find(sc->size, sc->groups, k->p, &g, &r);
+    if (r == 0)
+        lead_group(&sc->subs[g], sc, (unsigned)g);
+    else
+        participate(&sc->subs[g], (unsigned)r, 0);
+}
+
+static void split_part(tt__ctl *c, unsigned p)
+{
+    split_call k = {c, p};
+    tt__share_run(c->pool, split_thunk, &k);
+}
+
+static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_job_fn job,
+                        void *arg, uint32_t child_flags)
+{
+    int rc = scope_leader_check(scope);
+    if (rc)
+        return rc;
+    if (jobs == 0 || (!split && !job))
+        return TT_EINVAL;
+    tt__ctl *c = scope->c;
+    if ((rc = fail_get(c)) != 0)
+        return rc;
+    unsigned size = scope->size;
+    unsigned groups = jobs < size ? jobs : size;
+    tt__ctl subs[groups];
+    for (unsigned g = 0; g < groups; g++) {
+        size_t first, n;
+        tt__block(size, groups, g, &first, &n);
+        /* Participant q >= 1 of group g is participant first + q of c. */
+        tt__ctl_init(&subs[g], c->pool, c->crew, (unsigned)n, c->members ? c->members + first : NULL,
+                 &c->pol, c->ledger);
+        subs[g].pool_gen = c->pool_gen;
+        subs[g].pol.throttled = c->pol.throttled;
+        subs[g].leader = pthread_self(); /* reset by the group's leader */
+        subs[g].fail = c->fail;          /* a part's failure fails the scope */
+    }
+    split_cmd sc = {.jobs = jobs, .groups = groups, .size = size, .split = split, .job = job,
+                    .arg = arg, .subs = subs, .child_flags = child_flags};
+    c->hook.busy = true;
+    c->split = &sc;
+    if (size > 1 && groups > 0) {
+        /* A narrower view (size < c->size) leaves the rest idle: only
+         * participants below size take part. */
+        c->width = size;
+        issue(c, CMD_SPLIT, size - 1);
+        split_part(c, 0);
+        wait_join(c);
+    } else {
+        split_part(c, 0);
+    }
+    c->split = NULL;
+    c->hook.busy = false;
+    return fail_get(c);
+}
+
+int tt_scope_split(tt_scope *scope, unsigned parts, tt_split_fn fn, void *arg)
+{
+    if (!fn)
+        return TT_EINVAL;
+    return split_common(scope, parts, fn, NULL, arg, 0);
+}
+
+int tt_scope_fork(tt_scope *scope, unsigned jobs, tt_job_fn job, void *arg)
+{
+    if (!job)
+        return TT_EINVAL;
+    return split_common(scope, jobs, NULL, job, arg,
+                        TT__F_TEAM | TT__F_FORK_CHILD | TT__F_IN_TASK);
+}
+
+tt_exec *tt_scope_reborrow(tt_scope *scope, tt_exec *child)
+{
+    if (!child)
+        return NULL;
+    tt__exec *x = tt__x(child);
+    if (!scope || !scope->c || !pthread_equal(scope->c->leader, pthread_self())) {
+        tt__token_mint_invalid(x);
+        return child;
+    }
+    tt__token_spec spec = {.pool = scope->c->pool, .pool_gen = scope->c->pool_gen,
+                           .budget = scope->size, .flags = TT__F_TEAM | TT__F_OWNED,
+                           .ledger = scope->ledger, .team = scope->c, .owner = pthread_self()};
+    tt__token_mint(x, &spec);
+    return child;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Members' loop                                                             */
+/* ------------------------------------------------------------------------ */
+
+static void participate(tt__ctl *c, unsigned rank, uint32_t seen)
+{
+    tt__wait_stats *st = ctl_stats(c);
+    for (;;) {
+        /* A reserved member that sleeps here stays reserved: only an end
+         * command releases it. */
+        seen = tt__event_wait_ne(&c->gen, seen, &c->pol, st, st ? &st->member_parks : NULL);
+        uint64_t cmd = atomic_load_explicit(&c->cmd, memory_order_acquire);
+        if ((uint32_t)(cmd >> 32) != seen)
+            continue; /* a newer command is being issued: not one of ours */
+        unsigned width = (unsigned)(cmd & 0xffffffu);
+        switch ((int)(cmd >> 24 & 0xffu)) {
+        case CMD_SECTION:
+            if (rank < width) {
+                run_section(c, rank);
+                tt__join_done(&c->join, st);
+            }
+            break;
+        case CMD_SPLIT:
+            if (rank < width) {
+                split_part(c, rank);
+                tt__join_done(&c->join, st);
+            }
+            break;
+        case CMD_END:
+            tt__join_done(&c->join, st);
+            return;
+        default:
+            /* The header of a command of this generation names a kind the
+             * leader never writes: the block was overwritten. */
+            TT__INVARIANT(false, "scope: a command of unknown kind");
+            break;
+        }
+    }
+}
+
+/* Pinning (Linux): participant k >= 1 of a root scope runs on the k-th CPU
+ * of the leader's affinity set while it takes part, and gets its own mask
+ * back before it serves anything else. */
+bool tt__pin_allowed(void) { return getenv("LIKWID_PIN") == NULL; }
+
+/* Pin the calling thread to `cpu`; true when it did (its mask is in
+ * *saved, to be put back with unpin). */
+static bool pin_to(unsigned cpu, cpu_set_t *saved)
+{
+    if (sched_getaffinity(0, sizeof *saved, saved) != 0)
+        return false;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof one, &one) == 0;
+}
+
+static void unpin(const cpu_set_t *saved) { sched_setaffinity(0, sizeof *saved, saved); }
+
+/* The first `max` CPUs of the calling thread's (the leader's) affinity set;
+ * how many. */
+static unsigned pin_cpus(unsigned *cpus, unsigned max)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    unsigned n = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (unsigned cpu = 0; cpu < CPU_SETSIZE && n < max; cpu++)
+            if (CPU_ISSET(cpu, &set))
+                cpus[n++] = cpu;
+    return n;
+}
+
+static void part_run(tt__work *w, tt__member *m)
+{
+    (void)m;
+    tt__part_work *pw = (tt__part_work *)w;
+    tt__ctl *c = pw->c;
+    unsigned rank = pw->rank;
+    uint32_t gen0 = pw->gen0;
+    cpu_set_t saved;
+    bool pinned = pw->pin && pin_to(pw->cpu, &saved);
+    /* pw lives in the leader's frame until the end command's join: after
+     * participate returns, it may be gone. */
+    participate(c, rank, gen0);
+    if (pinned)
+        unpin(&saved);
+}
+
+/* Post the participant loop to every member of c (participants 1..). */
+void tt__ctl_start_members(tt__ctl *c, tt__part_work *works, bool pin)
+{
+    unsigned cpus[c->size > 0 ? c->size : 1];
+    unsigned ncpu = pin ? pin_cpus(cpus, c->size) : 0;
+    if (ncpu == 0)
+        pin = false;
+    uint32_t gen0 = atomic_load_explicit(&c->gen.word, memory_order_relaxed);
+    for (unsigned p = 1; p < c->size; p++) {
+        works[p - 1] = (tt__part_work){.w = {part_run}, .c = c, .rank = p, .gen0 = gen0,
+                                   .pin = pin, .cpu = pin ? cpus[p % ncpu] : 0};
+        tt__member_post(&c->crew->members[c->members[p - 1]], &works[p - 1].w);
+    }
+}
+
+void tt__ctl_end_members(tt__ctl *c)
+{
+    if (c->size > 1) {
+        issue(c, CMD_END, c->size - 1);
+        wait_join(c);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* tt_team_scope                                                             */
+/* ------------------------------------------------------------------------ */
+
+void tt_team_opts_init(tt_team_opts *opts)
+{
+    if (!opts)
+        return;
+    opts->acquire_timeout_ns = UINT64_MAX;
+    opts->spin_polls = UINT64_MAX;
+    opts->pin_participants = -1;
+}
+
+/* Entries on a token with team authority: the scope is already there. */
+static int team_scope_carried(tt__exec *x, tt_scope_fn fn, void *arg);
+
+/* A root scope on the caller's own team: region thread 0 is the leader
+ * and runs the callback, threads 1..size-1 take part in the control block
+ * directly (no mailbox), the others leave at once. */
+typedef struct scope_region {
+    tt__ctl *c;
+    tt_scope *view;
+    tt_scope_fn fn;
+    void *arg;
+    const unsigned *cpus; /* pinning: participant k on cpus[k % ncpu]     */
+    unsigned ncpu;
+    bool short_team;
+} scope_region;
+
+typedef struct scope_part {
+    scope_region *r;
+    unsigned k;
+} scope_part;
+
+static void scope_participate(void *ctx)
+{
+    scope_part *p = ctx;
+    scope_region *r = p->r;
+    tt__ctl *c = r->c;
+    if (p->k == 0) {
+        /* The callback is the root's user code on this thread. */
+        run_scope_fn(c, r->view, r->fn, r->arg);
+        tt__ctl_end_members(c);
+    } else {
+        cpu_set_t saved;
+        bool pinned = r->ncpu > 0 && pin_to(r->cpus[p->k % r->ncpu], &saved);
+        participate(c, p->k, 0);
+        if (pinned)
+            unpin(&saved);
+    }
+}
+
+static void scope_region_member(void *ctx, unsigned k, unsigned got)
+{
+    scope_region *r = ctx;
+    tt__ctl *c = r->c;
+    if (got < c->size) {
+        if (k == 0)
+            r->short_team = true;
+        return;
+    }
+    if (k >= c->size)
+        return;
+    scope_part part = {r, k};
+    /* Every thread of the region takes part: the block is the region's
+     * team (run_section), and each participant stays at the region's level,
+     * confined. Otherwise each participant is one thread to OpenMP for the
+     * whole scope. */
+    tt__region_participate(c->crew, k, !c->region_team && c->pool->attr.isolate_shares,
+                           scope_participate, &part);
+}
+
+/* A scope of the leader alone (budget 1, a pool of width 1): no member,
+ * no scheduler call, and a slot of the pool when this thread holds none
+ * (place.c, inline holds). */
+static int scope_alone(tt__entry *fr, tt_scope_fn fn, void *arg)
+{
+    tt__exec *x = fr->x;
+    tt__entry_hold(fr, NULL);
+    int rc = tt__entry_commit(fr);
+    if (rc)
+        return tt__entry_abort(fr, rc);
+    tt__ctl c;
+    tt__wait_policy pol = {0};
+    tt__ctl_init(&c, x->pool, NULL, 1, NULL, &pol, x->ledger);
+    _Atomic int fail = 0;
+    c.fail = &fail;
+    tt_scope view = {.c = &c, .size = 1, .ledger = x->ledger};
+    run_scope_fn(&c, &view, fn, arg);
+    tt__entry_end(fr, true);
+    return atomic_load_explicit(&fail, memory_order_acquire);
+}
+
+/* A scope's settings: the pool's, overridden by the options. */
+typedef struct scope_settings {
+    uint64_t timeout;
+    tt__wait_policy pol;
+    bool pin;
+} scope_settings;
+
+static scope_settings scope_settings_of(const tt_pool *pool, const tt_team_opts *opts)
+{
+    scope_settings s = {.timeout = pool->attr.acquire_timeout_ns,
+                        .pol = {.spin_polls = pool->attr.spin_polls,
+                                .throttled = pool->width > tt__cpu_count_cached()},
+                        .pin = pool->attr.pin_participants};
+    if (opts) {
+        if (opts->acquire_timeout_ns != UINT64_MAX)
+            s.timeout = opts->acquire_timeout_ns;
+        if (opts->spin_polls != UINT64_MAX)
+            s.pol.spin_polls = opts->spin_polls;
+        if (opts->pin_participants >= 0)
+            s.pin = opts->pin_participants != 0;
+    }
+    s.pin = s.pin && tt__pin_allowed();
+    return s;
+}
+
+/* The members of a scope, all taken before the token is consumed, so that
+ * a refusal consumes nothing (place.c has the rules). A member's token
+ * holds a gang part that starts with the caller; a member tops it up from
+ * the free slots of its private crew without waiting, or is refused at
+ * once. A plain thread takes `budget` slots, its own included, waiting up
+ * to the acquire timeout (a thread of a tt_external callee's region never
+ * waits for the slots that tt_external may hold: free now, or refused),
+ * and runs on its own team's region, or on the private crew where it
+ * cannot (one that came out short: TT_REFUSED_UNAVAILABLE). */
+static int scope_reserve(tt__exec *x, tt__placement *pl, uint64_t timeout, uint32_t *slots,
+                         uint32_t *gang)
+{
+    tt_pool *pool = x->pool;
+    int rc = tt__place_members(x, pl);
+    if (rc)
+        return rc;
+    tt__reserve r = {.need = x->budget, .strict = true, .timeout_ns = timeout};
+    if (pl->self < 0) {
+        rc = tt__place_crew(pool, pl);
+        if (rc)
+            return rc == TT_ESHORTTEAM ? TT_REFUSED_UNAVAILABLE : rc;
+        if (tt__pool_external_callee(pool))
+            r.timeout_ns = 0;
+    }
+    rc = tt__place_reserve(pool, pl, &r, slots, gang);
+    if (rc == TT_OK && pl->route == TT__ROUTE_REGION)
+        rc = tt__place_region_crew(pool, pl);
+    return rc;
+}
+
+/* A root scope on the caller's own team. False when the team came out
+ * narrower than the scope (dynamic adjustment, a thread limit reached after
+ * the pool was built): the members cannot be had, and nothing ran. */
+static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_settings *s,
+                            _Atomic int *fail, tt_scope_fn fn, void *arg)
+{
+    tt_pool *pool = x->pool;
+    unsigned budget = x->budget;
+    unsigned cpus[budget];
+    tt__ctl c;
+    tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
+    tt__ctl_init(&c, pool, pl->crew, budget, NULL, &s->pol, x->ledger);
+    /* Every thread of the region takes part when the scope has the pool's
+     * width (the region is always opened at that width). */
+    c.region_team = budget == pool->width;
+    c.fail = fail;
+    scope_region r = {.c = &c, .view = &view, .fn = fn, .arg = arg, .cpus = cpus,
+                      .ncpu = s->pin ? pin_cpus(cpus, budget) : 0};
+    tt__backend_get()->region(pool->width, scope_region_member, &r);
+    return !r.short_team;
+}
+
+/* A scope on members of a crew through their mailboxes: participant p >= 1
+ * runs on member gang[p] (on the private crew the leader is not a member:
+ * its slot is the first). */
+static void scope_on_members(tt__exec *x, const tt__placement *pl, const scope_settings *s,
+                             _Atomic int *fail, tt_scope_fn fn, void *arg)
+{
+    unsigned budget = x->budget;
+    tt__ctl c;
+    tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
+    tt__ctl_init(&c, x->pool, pl->crew, budget, pl->gang + pl->off + 1, &s->pol, x->ledger);
+    c.fail = fail;
+    tt__part_work works[budget - 1];
+    tt__ctl_start_members(&c, works, s->pin);
+    run_scope_fn(&c, &view, fn, arg);
+    tt__ctl_end_members(&c);
+}
+
+int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, void *arg)
+{
+    tt__exec *x = ex ? tt__x(ex) : NULL;
+    int rc = tt__exec_check(x);
+    if (rc)
+        return rc;
+    if (!fn)
+        return TT_EINVAL;
+    if (x->flags & TT__F_TEAM)
+        return team_scope_carried(x, fn, arg);
+    /* Claim first (a parent whose child is inside an entry is busy, whatever
+     * members are free; and a destroy from another thread is refused from
+     * here on), consume only once the members are there. */
+    tt__entry fr;
+    rc = tt__entry_begin(&fr, x);
+    if (rc)
+        return rc;
+    tt_pool *pool = x->pool;
+    unsigned budget = x->budget;
+    if (budget == 1 || !pool || pool->width <= 1)
+        return scope_alone(&fr, fn, arg);
+    scope_settings s = scope_settings_of(pool, opts);
+    tt__placement pl;
+    uint32_t slots[budget], gang[budget];
+    rc = scope_reserve(x, &pl, s.timeout, slots, gang);
+    if (rc == TT_OK)
+        rc = tt__entry_commit(&fr);
+    if (rc) {
+        /* Give back what was taken under the claim, then the claim (the
+         * pool may be destroyed as soon as the entry count drops). */
+        tt__place_unreserve(pool, &pl);
+        return tt__entry_abort(&fr, rc);
+    }
+    s.pol.throttled = s.pol.throttled || budget > tt__cpu_count_cached();
+    _Atomic int fail = 0;
+    bool ran = true;
+    if (pl.route == TT__ROUTE_REGION)
+        ran = scope_on_region(x, &pl, &s, &fail, fn, arg);
+    else
+        scope_on_members(x, &pl, &s, &fail, fn, arg);
+    tt__place_unreserve(pool, &pl);
+    /* A team narrower than the scope ran nothing: the refusal consumes
+     * nothing. Otherwise the scope's failure code (tt_scope_fail), when it
+     * ran and failed. */
+    tt__entry_end(&fr, ran);
+    return ran ? atomic_load_explicit(&fail, memory_order_acquire) : TT_REFUSED_UNAVAILABLE;
+}
+
+int tt_team_scope(tt_exec *ex, tt_scope_fn fn, void *arg)
+{
+    return tt_team_scope_with(ex, NULL, fn, arg);
+}
+
+/* Run `op` on the scope a token with team authority carries: consume the
+ * token, lead the control block from this thread for the call, and give the
+ * token's slot up while the scope's participants count theirs. */
+typedef int (*carried_op)(tt_scope *view, void *ctx);
+
+static int with_carried_scope(tt__exec *x, carried_op op, void *ctx)
+{
+    tt__ctl *c = x->team;
+    tt__entry fr;
+    int rc = tt__entry_begin(&fr, x);
+    if (rc)
+        return rc;
+    /* A command already in flight on the block (an entry on a scope token
+     * from inside one of its own sections) is refused before the token is
+     * consumed: a refusal consumes nothing. `busy` is written only by the
+     * block's leader thread, which this is (tt__exec_check confirmed the
+     * token's owner). */
+    rc = c->hook.busy ? TT_EBUSY : tt__entry_commit(&fr);
+    if (rc)
+        return tt__entry_abort(&fr, rc);
+    pthread_t prev = c->leader;
+    c->leader = pthread_self();
+    /* This entry's own failure word (a failure inside it is this entry's
+     * code, not the enclosing scope's). */
+    _Atomic int fail = 0, *prev_fail = c->fail;
+    c->fail = &fail;
+    tt_scope view = {.c = c, .size = x->budget, .ledger = x->ledger};
+    rc = op(&view, ctx);
+    c->fail = prev_fail;
+    c->leader = prev;
+    tt__entry_end(&fr, true);
+    return rc;
+}
+
+typedef struct call_ctx {
+    tt_scope_fn fn;
+    tt_section_fn section;
+    tt_job_fn job;
+    void *arg;
+    unsigned n; /* section width or jobs */
+} call_ctx;
+
+static int op_callback(tt_scope *view, void *ctx)
+{
+    call_ctx *k = ctx;
+    run_scope_fn(view->c, view, k->fn, k->arg);
+    return tt_scope_failed(view);
+}
+
+static int op_section(tt_scope *view, void *ctx)
+{
+    call_ctx *k = ctx;
+    return tt_scope_run_with(view, k->n, k->section, k->arg);
+}
+
+static int op_fork(tt_scope *view, void *ctx)
+{
+    call_ctx *k = ctx;
+    return tt_scope_fork(view, k->n, k->job, k->arg);
+}
+
+static int team_scope_carried(tt__exec *x, tt_scope_fn fn, void *arg)
+{
+    call_ctx k = {.fn = fn, .arg = arg};
+    return with_carried_scope(x, op_callback, &k);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Entries on tokens with team authority                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct team_ranges {
+    tt_range_fn body;
+    void *arg;
+    size_t len;
+    unsigned ntasks;
+} team_ranges;
+
+/* A range and a broadcast call are shares, one thread to OpenMP, also when
+ * their section is the region's team. */
+typedef struct range_call {
+    team_ranges *r;
+    size_t begin, end;
+} range_call;
+
+static void range_thunk(void *ctx)
+{
+    range_call *k = ctx;
+    k->r->body(k->r->arg, k->begin, k->end);
+}
+
+static void ranges_section(void *arg, tt_section *s)
+{
+    range_call k = {.r = arg};
+    tt__range_of(k.r->len, k.r->ntasks, s->rank, &k.begin, &k.end);
+    tt__share_run(s->c->pool, range_thunk, &k);
+}
+
+typedef struct team_bcast {
+    tt_bcast_fn fn;
+    void *arg;
+} team_bcast;
+
+typedef struct bcast_call {
+    team_bcast *b;
+    unsigned rank;
+} bcast_call;
+
+static void bcast_thunk(void *ctx)
+{
+    bcast_call *k = ctx;
+    k->b->fn(k->b->arg, k->rank);
+}
+
+static void bcast_section(void *arg, tt_section *s)
+{
+    bcast_call k = {arg, s->rank};
+    tt__share_run(s->c->pool, bcast_thunk, &k);
+}
+
+/* Run one section of `width` on the token's control block. */
+static int team_section(tt__exec *x, unsigned width, tt_section_fn fn, void *arg)
+{
+    call_ctx k = {.section = fn, .arg = arg, .n = width};
+    return with_carried_scope(x, op_section, &k);
+}
+
+int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg)
+{
+    if (len == 0) {
+        /* Nothing to run: the token is used up all the same. */
+        tt__entry fr;
+        int rc = tt__entry_begin(&fr, x);
+        if (rc == TT_OK && (rc = tt__entry_commit(&fr)) != TT_OK)
+            return tt__entry_abort(&fr, rc);
+        if (rc == TT_OK)
+            tt__entry_end(&fr, true);
+        return rc;
+    }
+    unsigned ntasks = tt__range_tasks(len, grain, x->budget);
+    team_ranges r = {.body = body, .arg = arg, .len = len, .ntasks = ntasks};
+    return team_section(x, ntasks, ranges_section, &r);
+}
+
+int tt__team_broadcast(tt__exec *x, tt_bcast_fn fn, void *arg)
+{
+    team_bcast b = {.fn = fn, .arg = arg};
+    return team_section(x, x->budget, bcast_section, &b);
+}
+
+int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg)
+{
+    call_ctx k = {.job = job, .arg = arg, .n = jobs};
+    return with_carried_scope(x, op_fork, &k);
+}
+
