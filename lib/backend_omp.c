@@ -250,13 +250,14 @@ static unsigned omp_region(unsigned width, tt__region_fn fn, void *ctx)
      * the team it got. The caller's nthreads-var is not touched: the
      * num_threads clause overrides it for this region alone.
      *
-     * `go` and `done` state in the C memory model what libgomp's barriers
-     * do (a release before the region, an acquire by each participant; a
-     * release by each at its end, an acquire after the join): everything
-     * the caller wrote before is visible to the participants, and
-     * everything they wrote is visible after. libgomp's own barriers give
-     * that too, but through futexes and atomics that ThreadSanitizer cannot
-     * see in an uninstrumented libgomp. One RMW per participant. */
+     * Under ThreadSanitizer, `go` and `done` state in the C memory model
+     * what libgomp's barriers do (a release before the region, an acquire
+     * by each participant; a release by each at its end, an acquire after
+     * the join), which TSan cannot see through an uninstrumented libgomp's
+     * futexes and atomics. Other builds rely on the barriers themselves
+     * (OpenMP's flush at region start and end): the two words were one
+     * more cache line for every region thread to fetch and write back,
+     * on the path the root's join waits for. */
     int dyn = omp_get_dynamic();
     if (dyn)
         omp_set_dynamic(0);
@@ -270,23 +271,35 @@ static unsigned omp_region(unsigned width, tt__region_fn fn, void *ctx)
     if (mal < 1)
         omp_set_max_active_levels(1);
     unsigned got = 0;
+#if TT__TSAN
     _Atomic uint32_t go, done;
     atomic_store_explicit(&done, 0, memory_order_relaxed);
     atomic_store_explicit(&go, 1, memory_order_release);
+#endif
     unsigned cap = atomic_load_explicit(&region_cap, memory_order_relaxed);
     if (cap && cap < width)
         width = cap;
+#if TT__TSAN
 #pragma omp parallel num_threads(width) shared(go, done, got)
+#else
+#pragma omp parallel num_threads(width) shared(got)
+#endif
     {
+#if TT__TSAN
         (void)atomic_load_explicit(&go, memory_order_acquire);
+#endif
         unsigned n = (unsigned)omp_get_num_threads();
         unsigned k = (unsigned)omp_get_thread_num();
         if (k == 0)
             got = n;
         fn(ctx, k, n);
+#if TT__TSAN
         atomic_fetch_add_explicit(&done, 1, memory_order_release);
+#endif
     }
+#if TT__TSAN
     (void)atomic_load_explicit(&done, memory_order_acquire);
+#endif
     if (mal < 1)
         omp_set_max_active_levels(mal);
     if (dyn)

@@ -154,6 +154,16 @@ typedef struct region_run {
     unsigned ntasks;
     bool all_at_once; /* a broadcast: its calls need every thread at once */
     bool short_team;
+    /* Copies of e->crew and the pool's isolate_shares, so that a region
+     * thread's first reads are this one cache line, written by the leader
+     * just before the region, and not also the entry's line and the pool's
+     * (which the leader writes per root too: its entry count and spare
+     * crew). Each line a region thread must fetch from the leader's core
+     * costs 50 to 100 ns on the 2-vCPU hosts (a worker reading 8 such
+     * lines made a bare `omp parallel` 0.3 to 0.6 us slower), on the path
+     * that every root's join waits for. */
+    tt__crew *crew;
+    bool iso;
 } region_run;
 
 typedef struct region_part {
@@ -167,7 +177,7 @@ static void region_participate(void *ctx)
 {
     region_part *p = ctx;
     region_run *r = p->r;
-    tt__crew *c = r->e->crew;
+    tt__crew *c = r->crew;
     int j = r->role[p->k];
     if (j >= 0) {
         task *t = &r->tasks[j];
@@ -205,8 +215,8 @@ static void short_participate(void *ctx)
 static void region_member(void *ctx, unsigned k, unsigned got)
 {
     region_run *r = ctx;
-    tt__crew *c = r->e->crew;
-    bool iso = r->e->pool->attr.isolate_shares;
+    tt__crew *c = r->crew;
+    bool iso = r->iso;
     if (got < r->n) {
         if (r->all_at_once) {
             /* The calls must run at once: refused, nothing ran. */
@@ -242,7 +252,8 @@ static bool run_region(entry *e, task *tasks, unsigned ntasks, const tt__placeme
         role[tasks[j].off] = (int)j;
     }
     region_run r = {.e = e, .tasks = tasks, .role = role, .n = pl->cnt, .ntasks = ntasks,
-                    .all_at_once = all_at_once};
+                    .all_at_once = all_at_once, .crew = e->crew,
+                    .iso = e->pool->attr.isolate_shares};
     tt__backend_get()->region(e->pool->width, region_member, &r);
     return !r.short_team;
 }

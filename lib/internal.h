@@ -39,6 +39,20 @@
 #define TT__CACHELINE 64
 #define TT__ALIGNED __attribute__((aligned(TT__CACHELINE)))
 
+/* 1 in a ThreadSanitizer build (GCC defines __SANITIZE_THREAD__, clang has
+ * the feature): the library then states in C11 atomics the orderings that
+ * libgomp's barriers give, which TSan cannot see (backend_omp.c). */
+#if defined(__SANITIZE_THREAD__)
+#define TT__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TT__TSAN 1
+#endif
+#endif
+#ifndef TT__TSAN
+#define TT__TSAN 0
+#endif
+
 #if defined(TT_ENABLE_DEBUG) && TT_ENABLE_DEBUG
 #include <stdio.h>
 #include <stdlib.h>

@@ -24,7 +24,8 @@
 #   PATHS=1      also alternate the everyday paths (this checkout's
 #                bench/bench_paths.c, linked against each side's library, and
 #                raw OpenMP) for the same rounds: PATHS_SCENARIOS (default
-#                ranges,other-thread), PATHS_REPS (default 7); prints base,
+#                ranges,other-thread; any scenario of bench_paths.c, S-free
+#                too), PATHS_REPS (default 7); prints base,
 #                head, head/base and head/OpenMP (median and p90 per call) with
 #                the targets of scripts/bench-paths.sh
 #   AB_PATHS_CSV=FILE  append those rows to FILE (label,date,host,cpus,load,
@@ -264,8 +265,11 @@ if [ "${PATHS:-0}" = 1 ] && [ -s "$raw_ph" ] && [ -s "$raw_po" ]; then
     printf '| %-20s | %-20s | %-20s | %-20s | %9s | %9s | %9s | %6s | %s |\n' --- --- --- --- ---: ---: ---: --- ---
     date=$(date -u +%Y-%m-%dT%H:%MZ)
     cpus=$(nproc 2>/dev/null || echo 0)
-    for key in "ranges n=1000" "ranges n=100000" "ranges n=1000000" "coexist 5us" "alternate 5us" \
-        "other-thread steady" "other-thread first"; do
+    for key in "ranges n=1000" "ranges n=100000" "ranges n=1000000" \
+        "ranges-free n=1000" "ranges-free n=100000" "ranges-free n=1000000" "coexist 5us" "alternate 5us" \
+        "alternate-free 5us" "external n=32" "external n=64" "external n=128" "external n=256" \
+        "external n=512" "other-thread steady" "other-thread first" "other-thread-free steady" \
+        "other-thread-free first"; do
         set -- $key
         grep -q "^[0-9]* $1 $2 " "$raw_ph" || continue
         m() { awk -v s="$1" -v p="$2" -v c="$3" '$2==s && $3==p {print $c}' "$4" | sort -g |
@@ -274,7 +278,7 @@ if [ "${PATHS:-0}" = 1 ] && [ -s "$raw_ph" ] && [ -s "$raw_po" ]; then
         hm=$(m "$1" "$2" 4 "$raw_ph"); h9=$(m "$1" "$2" 6 "$raw_ph"); h5=$(m "$1" "$2" 5 "$raw_ph")
         om=$(m "$1" "$2" 4 "$raw_po"); o9=$(m "$1" "$2" 6 "$raw_po"); o5=$(m "$1" "$2" 5 "$raw_po")
         if [ "$abload" = none ] && [ "$policy" = default ]; then
-            case "$1 $2" in alternate*) tg=1.15 ;; "other-thread first") tg=2.0 ;; *) tg=1.10 ;; esac
+            case "${1%-free} $2" in alternate*) tg=1.15 ;; "other-thread first") tg=2.0 ;; *) tg=1.10 ;; esac
             vd=$(awk -v a="$hm" -v b="$om" -v g="$tg" 'BEGIN {print (b > 0 && a / b <= g) ? "PASS" : "MISS"}')
         else
             tg=1.5
