@@ -42,6 +42,9 @@ run "OMP_WAIT_POLICY=passive"              --exact-threads OMP_WAIT_POLICY=passi
 run "GOMP_SPINCOUNT=0"                     --exact-threads GOMP_SPINCOUNT=0
 # LLVM libomp's own spin setting (ignored by libgomp, as GOMP_SPINCOUNT by libomp).
 run "KMP_BLOCKTIME=0"                      --exact-threads KMP_BLOCKTIME=0
+# LLVM libomp's own binding setting (OMP_PLACES/OMP_PROC_BIND's counterpart).
+run "KMP_AFFINITY=compact"                 "" KMP_AFFINITY=compact
+run "KMP_AFFINITY=granularity=fine,scatter" "" KMP_AFFINITY=granularity=fine,scatter
 run "OMP_NUM_THREADS=4 (oversubscribed)"   --exact-threads OMP_NUM_THREADS=4
 echo "env_matrix: $pass passed, $fail failed"
 test "$fail" -eq 0
