@@ -439,8 +439,10 @@ int tt_pool_destroy(tt_pool *pool)
         atomic_store_explicit(&pool->closing, 1, memory_order_seq_cst);
         busy = atomic_load_explicit(&pool->entries, memory_order_seq_cst) != 0;
         if (!busy) {
+            /* ENDING before the bump, both release: a tt_exec_init that
+             * reads the bumped generation reads ENDING too (token.c). */
+            atomic_store_explicit(&pool->state, TT__POOL_ENDING, memory_order_release);
             atomic_fetch_add_explicit(&pool->gen, 1, memory_order_release);
-            atomic_store_explicit(&pool->state, TT__POOL_ENDING, memory_order_relaxed);
         }
         atomic_store_explicit(&pool->closing, 0, memory_order_seq_cst);
     }

@@ -163,7 +163,9 @@ static int lead_common(tt_team *team, unsigned budget, tt_exec *ex, bool block)
 
     tt__token_spec spec = {
         .pool = team->pool,
-        .pool_gen = atomic_load_explicit(&team->pool->gen, memory_order_acquire),
+        /* The generation the team was built at: a lead after a destroy
+         * from a member mints a token whose entries are refused. */
+        .pool_gen = team->ctl.pool_gen,
         .budget = budget < team->width ? budget : team->width,
         .flags = TT__F_TEAM | TT__F_LEAD,
         .team = &team->ctl,

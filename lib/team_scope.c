@@ -76,6 +76,11 @@ void tt__ctl_init(tt__ctl *c, tt_pool *pool, tt__crew *crew, unsigned size,
         c->pol.throttled = true;
     c->ledger = ledger;
     c->leader = pthread_self();
+    /* A scope's callers replace this with the generation of the token
+     * that entered (checked at its claim): read here, after a destroy from a
+     * member (DOOMED, the generation bumped), it would make the scope's
+     * child tokens look live on the dying pool. A persistent team keeps
+     * the generation it was built at. */
     c->pool_gen = pool ? atomic_load_explicit(&pool->gen, memory_order_acquire) : 0;
 }
 
@@ -614,6 +619,7 @@ static int scope_alone(tt__entry *fr, tt_scope_fn fn, void *arg)
     tt__ctl c;
     tt__wait_policy pol = {0};
     tt__ctl_init(&c, x->pool, NULL, 1, NULL, &pol, x->ledger);
+    c.pool_gen = x->pool_gen; /* the entering token's, checked at its claim */
     _Atomic int fail = 0;
     c.fail = &fail;
     tt_scope view = {.c = &c, .size = 1, .ledger = x->ledger};
@@ -689,6 +695,7 @@ static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_se
     tt__ctl c;
     tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
     tt__ctl_init(&c, pool, pl->crew, budget, NULL, &s->pol, x->ledger);
+    c.pool_gen = x->pool_gen;
     /* Every thread of the region takes part when the scope has the pool's
      * width (the region is always opened at that width). */
     c.region_team = budget == pool->width;
@@ -709,6 +716,7 @@ static void scope_on_members(tt__exec *x, const tt__placement *pl, const scope_s
     tt__ctl c;
     tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
     tt__ctl_init(&c, x->pool, pl->crew, budget, pl->gang + pl->off + 1, &s->pol, x->ledger);
+    c.pool_gen = x->pool_gen;
     c.fail = fail;
     tt__part_work works[budget - 1];
     tt__ctl_start_members(&c, works, s->pin);

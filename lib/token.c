@@ -78,18 +78,37 @@ void tt__token_mint_invalid(tt__exec *x)
     atomic_store_explicit(&x->magic, TT__MAGIC_INVALID, memory_order_relaxed);
 }
 
+/* Test hook (tests/test_races.c): called by tt_exec_init between its two
+ * reads of the pool, where a destroy can fall. */
+void (*tt__test_init_window)(tt_pool *pool);
+
 int tt_exec_init(tt_exec *ex, tt_pool *pool, unsigned budget)
 {
     if (!ex)
         return TT_EINVAL;
     tt__exec *x = tt__x(ex);
     int rc = TT_OK;
-    if (!pool || budget == 0)
+    uint32_t gen = 0;
+    if (!pool || budget == 0) {
         rc = TT_EINVAL;
-    else if (tt__pool_forked(pool))
+    } else if (tt__pool_forked(pool)) {
         rc = TT_EFORKED;
-    else if (atomic_load_explicit(&pool->state, memory_order_acquire) != TT__POOL_LIVE)
-        rc = TT_EDESTROYED; /* destroyed (from a member, or for good) */
+    } else {
+        /* The generation first, then the state. Every destroy moves the
+         * state (DOOMED, ENDING) before it bumps the generation, both with
+         * release: a generation read here that is already bumped comes
+         * with the moved state, so the mint is refused; one read before
+         * the bump makes a token that every entry after the destroy
+         * refuses (its generation is old). Read the other way round, a
+         * destroy between the reads minted a live-looking token on the
+         * new generation of a dying pool (test_races.c,
+         * test_init_racing_member_destroy). */
+        gen = atomic_load_explicit(&pool->gen, memory_order_acquire);
+        if (tt__test_init_window)
+            tt__test_init_window(pool);
+        if (atomic_load_explicit(&pool->state, memory_order_acquire) != TT__POOL_LIVE)
+            rc = TT_EDESTROYED; /* destroyed (from a member, or for good) */
+    }
     if (rc) {
         tt__token_mint_invalid(x);
         return rc;
@@ -98,7 +117,7 @@ int tt_exec_init(tt_exec *ex, tt_pool *pool, unsigned budget)
         budget = pool->width;
     tt__token_spec s = {
         .pool = pool,
-        .pool_gen = atomic_load_explicit(&pool->gen, memory_order_acquire),
+        .pool_gen = gen,
         .budget = budget,
         .ledger = tt__ledger_new_root(pool),
     };

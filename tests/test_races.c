@@ -427,6 +427,155 @@ START_TEST(test_init_on_destroyed_handle)
 }
 END_TEST
 
+/* tt_exec_init racing a destroy from a member. tt_exec_init reads the
+ * pool's state and its generation; a member's destroy (DOOMED) changes the
+ * state, then bumps the generation. On 9ec513d it read the state first: a
+ * doom between the two reads minted a token with the post-doom generation,
+ * whose entries the doomed pool then accepted ("new entries are refused
+ * from now on", misuse.md), and an entry that counted itself in after the
+ * last holder had torn the pool down used the freed slot bitmap (the
+ * fuzzer's AddressSanitizer SEGV in take_lowest, seed 59465). The test hook
+ * runs the doom in that window: the mint is refused, or the token's entry
+ * is, and nothing runs. */
+extern void (*tt__test_init_window)(tt_pool *pool);
+
+typedef struct doom_window {
+    tt_pool *pool;
+    tt_flag in_job, go_doom, doomed, release;
+    int member_rc;
+    _Atomic int ran;
+} doom_window;
+
+static doom_window *dw_now;
+
+static void dw_hook(tt_pool *pool)
+{
+    if (!dw_now || pool != dw_now->pool)
+        return;
+    tt_flag_set(&dw_now->go_doom, 1);
+    tt_flag_wait_ge(&dw_now->doomed, 1, tt_timeout(30));
+}
+
+static void dw_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)child;
+    doom_window *d = arg;
+    if (i != 0)
+        return;
+    tt_flag_set(&d->in_job, 1);
+    tt_flag_wait_ge(&d->go_doom, 1, tt_timeout(30));
+    d->member_rc = tt_pool_destroy(d->pool);
+    tt_flag_set(&d->doomed, 1);
+    tt_flag_wait_ge(&d->release, 1, tt_timeout(30));
+}
+
+static void dw_body(void *arg, size_t b, size_t e)
+{
+    (void)b;
+    (void)e;
+    atomic_fetch_add(&((doom_window *)arg)->ran, 1);
+}
+
+static void *dw_holder(void *arg)
+{
+    doom_window *d = arg;
+    tt_exec ex;
+    if (tt_exec_init(&ex, d->pool, 2) == TT_OK)
+        (void)tt_fork(&ex, 2, dw_job, d);
+    return NULL;
+}
+
+START_TEST(test_init_racing_member_destroy)
+{
+#if TT_PARALLEL_ENABLED
+    doom_window d;
+    memset(&d, 0, sizeof d);
+    d.pool = tt_make_pool(2);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, dw_holder, &d), 0);
+    /* The holder's own mint is done and its job runs on a member. */
+    ck_assert(tt_flag_wait_ge(&d.in_job, 1, tt_timeout(30)));
+    dw_now = &d;
+    tt__test_init_window = dw_hook;
+    tt_exec ex;
+    int rc = tt_exec_init(&ex, d.pool, 1);
+    tt__test_init_window = NULL;
+    dw_now = NULL;
+    ck_assert_int_eq(d.member_rc, TT_OK);
+    int erc = TT_EDESTROYED;
+    if (rc == TT_OK)
+        erc = tt_for_ranges(&ex, 64, 1, dw_body, &d);
+    tt_flag_set(&d.release, 1);
+    ck_assert(tt_join_timeout(t, 60));
+    ck_assert_msg(rc == TT_EDESTROYED || erc == TT_EDESTROYED,
+                  "a token minted across a member's destroy: tt_exec_init %s, its entry %s",
+                  tt_status_name(rc), tt_status_name(erc));
+    ck_assert_int_eq(atomic_load(&d.ran), 0);
+    ck_assert_int_eq(tt_pool_destroy(d.pool), TT_EDESTROYED);
+#endif
+}
+END_TEST
+
+/* Tokens minted and entered while another thread destroys the pool from
+ * outside: every mint and entry is TT_OK or TT_EDESTROYED, never a use of
+ * the torn-down pool (make check-asan runs this under AddressSanitizer).
+ * A plain destroy bumped the generation before it marked the pool ENDING,
+ * so a tt_exec_init between the two minted on the new generation, and its
+ * budget-1 entry took an inline slot from the freed bitmap. */
+typedef struct mint_race {
+    tt_pool *pool;
+    tt_tbarrier go;
+    _Atomic int wrong;
+    _Atomic int ran;
+} mint_race;
+
+static void mr_body(void *arg, size_t b, size_t e)
+{
+    (void)b;
+    (void)e;
+    atomic_fetch_add(&((mint_race *)arg)->ran, 1);
+}
+
+static void *mr_main(void *arg)
+{
+    mint_race *m = arg;
+    tt_tbarrier_wait(&m->go, tt_timeout(30));
+    for (int k = 0; k < 64; k++) {
+        tt_exec ex;
+        int rc = tt_exec_init(&ex, m->pool, 1 + (unsigned)(k & 1));
+        if (rc == TT_OK)
+            rc = tt_for_ranges(&ex, 8, 1, mr_body, m);
+        if (rc != TT_OK && rc != TT_EDESTROYED)
+            atomic_fetch_add(&m->wrong, 1);
+        if (rc == TT_EDESTROYED)
+            break;
+    }
+    return NULL;
+}
+
+START_TEST(test_mint_racing_destroy)
+{
+    uint64_t seed = 0x317;
+    for (unsigned r = 0; r < tt_iters(300); r++) {
+        mint_race m;
+        memset(&m, 0, sizeof m);
+        m.pool = tt_make_pool(2);
+        tt_tbarrier_init(&m.go, 2);
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, mr_main, &m), 0);
+        tt_tbarrier_wait(&m.go, tt_timeout(30));
+        tt_spin_us(tt_rng_below(&seed, 40));
+        int drc;
+        while ((drc = tt_pool_destroy(m.pool)) == TT_EBUSY)
+            ;
+        ck_assert_int_eq(drc, TT_OK);
+        ck_assert(tt_join_timeout(t, 60));
+        tt_tbarrier_destroy(&m.go);
+        ck_assert_int_eq(atomic_load(&m.wrong), 0);
+    }
+}
+END_TEST
+
 static Suite *races_suite(void)
 {
     Suite *s = suite_create("races");
@@ -437,6 +586,8 @@ static Suite *races_suite(void)
     tcase_add_test(tc, test_entry_count_survives_reuse);
     tcase_add_test(tc, test_second_destroy_never_tears_down_twice);
     tcase_add_test(tc, test_init_on_destroyed_handle);
+    tcase_add_test(tc, test_init_racing_member_destroy);
+    tcase_add_test(tc, test_mint_racing_destroy);
     return s;
 }
 
