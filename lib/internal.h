@@ -524,13 +524,15 @@ struct tt_pool {
      * broadcasts) are served in one order. */
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    uint64_t *free_bits;      /* bit k set: slot k is free                 */
-    unsigned free_count;
+    /* Bit k set: slot k is free. One word (width <= 64) is taken and given
+     * back without the mutex while nobody queues (gang.c). */
+    _Atomic uint64_t *free_bits;
+    _Atomic uint32_t slot_waiters; /* plain threads in the FIFO below     */
     struct tt__gang_waiter *wait_head; /* FIFO of blocking acquirers     */
     struct tt__gang_waiter *wait_tail;
     bool team_owned;          /* a tt_team owns the pool                  */
 
-    _Atomic uint64_t installs; /* plain-thread acquisitions (ledger)      */
+    _Atomic uint64_t installs; /* plain-thread acquisitions (ledger builds) */
     /* Ledger builds: threads running the pool's work now (high 32 bits)
      * and the most at once (low 32 bits); see ledger.c. */
     _Atomic uint64_t ledger_threads;
@@ -623,6 +625,8 @@ int tt__gang_try_acquire_all(tt_pool *p, unsigned n, uint32_t *idx);
 int tt__gang_try_acquire_prefix(tt_pool *p, unsigned n, uint32_t *idx);
 void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx);
 void tt__gang_init_free(tt_pool *p);
+/* Every slot free (wide pools: under the lock). */
+bool tt__gang_all_free(const tt_pool *p);
 
 /* True in a fork() child of the process that built the pool. */
 bool tt__pool_forked(const tt_pool *p);

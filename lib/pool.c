@@ -118,7 +118,7 @@ static tt_pool *shell_get(void)
 /* Retire a pool object: every token minted on it now reads TT_EDESTROYED. */
 static void shell_put(tt_pool *p)
 {
-    free(p->free_bits);
+    free((void *)p->free_bits);
     p->free_bits = NULL;
     p->crew = NULL;
     atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
@@ -184,7 +184,7 @@ int tt_pool_create(tt_pool **pool, const tt_pool_attr *attr)
     p->dedicated = tt__attr_dedicated(&a);
     p->forked_gen = atomic_load_explicit(&fork_generation, memory_order_relaxed);
     size_t words = (width + 63) / 64;
-    p->free_bits = tt__calloc(words, sizeof(uint64_t));
+    p->free_bits = tt__calloc(words, sizeof(_Atomic uint64_t));
     if (!p->free_bits) {
         shell_put(p);
         return TT_ENOMEM;
@@ -349,7 +349,7 @@ void tt__pool_entry_end(tt_pool *p)
  * `lock`). */
 static bool pool_idle(tt_pool *p)
 {
-    return p->free_count == p->width && !p->team_owned && p->wait_head == NULL &&
+    return tt__gang_all_free(p) && !p->team_owned && p->wait_head == NULL &&
            atomic_load_explicit(&p->entries, memory_order_acquire) == 0;
 }
 
@@ -432,7 +432,7 @@ int tt_pool_destroy(tt_pool *pool)
         pthread_mutex_unlock(&pool->lock);
         return TT_OK;
     }
-    bool busy = pool->free_count != pool->width || pool->team_owned || pool->wait_head != NULL;
+    bool busy = !tt__gang_all_free(pool) || pool->team_owned || pool->wait_head != NULL;
     if (!busy) {
         /* Entries that do not reserve members (inline ones) count only in
          * `entries`: close the door, look, and open it again if busy. */

@@ -576,6 +576,91 @@ START_TEST(test_mint_racing_destroy)
 }
 END_TEST
 
+/* Slots handed between plain threads: several threads run roots of random
+ * budgets (and broadcasts, which take the prefix) on one pool, so that
+ * they queue for each other's slots. On pools of one bitmap word the
+ * takes and give-backs skip the mutex while nobody queues (gang.c); a
+ * give-back that missed a queued thread would leave it asleep with its
+ * slots free (a hang, caught by the timeouts), and a take that raced
+ * another would run more jobs at once than the width (caught by the live
+ * count). Width 65 takes the locked path of wide pools. */
+typedef struct handoff {
+    tt_pool *pool;
+    unsigned width, rounds;
+    uint64_t seed;
+    tt_live *live; /* one count for all threads: the width caps them together */
+    _Atomic int bad_rc;
+    _Atomic unsigned jobs;
+} handoff;
+
+static void ho_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    (void)child;
+    handoff *h = arg;
+    tt_live_enter(h->live);
+    tt_spin_us(2);
+    atomic_fetch_add(&h->jobs, 1);
+    tt_live_leave(h->live);
+}
+static void ho_bcast(void *arg, unsigned i) { ho_job(arg, i, NULL); }
+
+static void *ho_main(void *arg)
+{
+    handoff *h = arg;
+    uint64_t seed = h->seed;
+    for (unsigned r = 0; r < h->rounds; r++) {
+        unsigned b = 1 + tt_rng_below(&seed, h->width);
+        tt_exec ex;
+        int rc = tt_exec_init(&ex, h->pool, b);
+        if (rc == TT_OK)
+            rc = tt_rng_below(&seed, 4) == 0 ? tt_broadcast(&ex, ho_bcast, h)
+                                             : tt_fork(&ex, b, ho_job, h);
+        if (rc != TT_OK)
+            atomic_fetch_add(&h->bad_rc, 1);
+    }
+    return NULL;
+}
+
+static void slot_handoff(unsigned width, unsigned rounds)
+{
+    enum { NT = 4 };
+    handoff h[NT];
+    tt_pool *pool = tt_make_pool(width);
+    unsigned w = tt_expect_width(width);
+    tt_live live;
+    tt_live_init(&live);
+    pthread_t t[NT];
+    for (unsigned i = 0; i < NT; i++) {
+        memset(&h[i], 0, sizeof h[i]);
+        h[i].pool = pool;
+        h[i].width = w;
+        h[i].rounds = rounds;
+        h[i].seed = tt_seed_child(0x5107, i);
+        h[i].live = &live;
+    }
+    for (unsigned i = 0; i < NT; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, ho_main, &h[i]), 0);
+    for (unsigned i = 0; i < NT; i++)
+        ck_assert_msg(tt_join_timeout(t[i], tt_timeout(120)), "width %u: thread %u hung", width, i);
+    for (unsigned i = 0; i < NT; i++) {
+        ck_assert_int_eq(atomic_load(&h[i].bad_rc), 0);
+        ck_assert_uint_gt(atomic_load(&h[i].jobs), 0);
+    }
+    ck_assert_int_le(tt_live_max(&live), (int)w);
+    if (w > 1)
+        ck_assert_int_gt(tt_live_max(&live), 1);
+    ck_assert_int_eq(tt_pool_destroy(pool), TT_OK);
+}
+
+START_TEST(test_slot_handoff)
+{
+    slot_handoff(2, tt_iters(2000));
+    slot_handoff(3, tt_iters(1000));
+    slot_handoff(65, tt_iters(20));
+}
+END_TEST
+
 static Suite *races_suite(void)
 {
     Suite *s = suite_create("races");
@@ -588,6 +673,7 @@ static Suite *races_suite(void)
     tcase_add_test(tc, test_init_on_destroyed_handle);
     tcase_add_test(tc, test_init_racing_member_destroy);
     tcase_add_test(tc, test_mint_racing_destroy);
+    tcase_add_test(tc, test_slot_handoff);
     return s;
 }
 
