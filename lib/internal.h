@@ -98,6 +98,9 @@ typedef struct tt__wait_stats {
     _Atomic uint64_t barrier_sleeps; /* a participant slept in a barrier     */
     _Atomic uint64_t member_parks;   /* a member slept waiting for work      */
     _Atomic uint64_t preemptions;    /* a spinning waiter saw itself paused  */
+    /* A spin past TT__OVERSUB_AFTER_NS stopped because the machine had
+     * more runnable threads than the process's CPUs. */
+    _Atomic uint64_t starving;
     _Atomic uint64_t wakes;          /* futex wakes issued                   */
     /* A waiter of this pool saw itself descheduled: until this time
      * (tt__now_ns) the pool's idle waits spin the throttled budget. */
@@ -176,6 +179,14 @@ uint64_t tt__test_pool_spun_polls(const tt_pool *pool);
 uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool reset,
                              uint64_t *preemptions, uint64_t *starved_until,
                              uint64_t *spun);
+
+/* The runnable count in a line of /proc/loadavg (the fourth field's
+ * "running" of "running/total"), or -1 for a line that is not one. */
+long tt__loadavg_parse_running(const char *s);
+uint64_t tt__test_runnable_hook(bool on, long running, unsigned cpus);
+uint64_t tt__test_oversub_samples(void);
+uint64_t tt__test_spin_starving(uint64_t spin_polls, uint64_t *starving, uint64_t *preemptions,
+                                uint64_t *starved_until, uint64_t *spun);
 
 /* An event word with a sleeper count: the waiter of a long-lived object
  * (a member's mailbox, a scope's generation) sleeps on it and the waker
