@@ -1014,8 +1014,14 @@ typedef struct tt__part_work {
 
 /* Set up a control block of `size` participants on `crew` (`members`:
  * participant p >= 1 is members[p - 1]; NULL on a region crew, where
- * region thread p is participant p). */
-void tt__ctl_init(tt__ctl *c, tt_pool *pool, tt__crew *crew, unsigned size,
+ * region thread p is participant p). `pool_gen` is the pool generation its
+ * child tokens carry: a scope's is the generation of the token that
+ * entered (checked at its claim; read from the pool here instead, after a
+ * destroy from a member (DOOMED, the generation bumped), it would make the
+ * scope's child tokens look live on the dying pool), a split's groups take
+ * their parent's, and a persistent team's is the generation it was built
+ * at. */
+void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew, unsigned size,
                   const uint32_t *members, const tt__wait_policy *pol, void *ledger);
 /* Post the participant loop to every member of c (`works`: size - 1
  * records that live until the end command's join), pinned per `pin`; and
