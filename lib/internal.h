@@ -98,6 +98,9 @@ typedef struct tt__wait_stats {
     _Atomic uint64_t barrier_sleeps; /* a participant slept in a barrier     */
     _Atomic uint64_t member_parks;   /* a member slept waiting for work      */
     _Atomic uint64_t preemptions;    /* a spinning waiter saw itself paused  */
+    /* A spin past TT__OVERSUB_AFTER_NS stopped because the machine had
+     * more runnable threads than the process's CPUs. */
+    _Atomic uint64_t starving;
     _Atomic uint64_t wakes;          /* futex wakes issued                   */
     /* A waiter of this pool saw itself descheduled: until this time
      * (tt__now_ns) the pool's idle waits spin the throttled budget. */
@@ -176,6 +179,14 @@ uint64_t tt__test_pool_spun_polls(const tt_pool *pool);
 uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool reset,
                              uint64_t *preemptions, uint64_t *starved_until,
                              uint64_t *spun);
+
+/* The runnable count in a line of /proc/loadavg (the fourth field's
+ * "running" of "running/total"), or -1 for a line that is not one. */
+long tt__loadavg_parse_running(const char *s);
+uint64_t tt__test_runnable_hook(bool on, long running, unsigned cpus);
+uint64_t tt__test_oversub_samples(void);
+uint64_t tt__test_spin_starving(uint64_t spin_polls, uint64_t *starving, uint64_t *preemptions,
+                                uint64_t *starved_until, uint64_t *spun);
 
 /* An event word with a sleeper count: the waiter of a long-lived object
  * (a member's mailbox, a scope's generation) sleeps on it and the waker
@@ -1007,8 +1018,14 @@ typedef struct tt__part_work {
 
 /* Set up a control block of `size` participants on `crew` (`members`:
  * participant p >= 1 is members[p - 1]; NULL on a region crew, where
- * region thread p is participant p). */
-void tt__ctl_init(tt__ctl *c, tt_pool *pool, tt__crew *crew, unsigned size,
+ * region thread p is participant p). `pool_gen` is the pool generation its
+ * child tokens carry: a scope's is the generation of the token that
+ * entered (checked at its claim; read from the pool here instead, after a
+ * destroy from a member (DOOMED, the generation bumped), it would make the
+ * scope's child tokens look live on the dying pool), a split's groups take
+ * their parent's, and a persistent team's is the generation it was built
+ * at. */
+void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew, unsigned size,
                   const uint32_t *members, const tt__wait_policy *pol, void *ledger);
 /* Post the participant loop to every member of c (`works`: size - 1
  * records that live until the end command's join), pinned per `pin`; and

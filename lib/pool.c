@@ -236,6 +236,7 @@ int tt__pool_private_crew(tt_pool *p, tt__crew **out)
             p->base.barrier_sleeps = atomic_load_explicit(&c->stats->barrier_sleeps, memory_order_relaxed);
             p->base.member_parks = atomic_load_explicit(&c->stats->member_parks, memory_order_relaxed);
             p->base.preemptions = atomic_load_explicit(&c->stats->preemptions, memory_order_relaxed);
+            p->base.starving = atomic_load_explicit(&c->stats->starving, memory_order_relaxed);
             p->base.wakes = atomic_load_explicit(&c->stats->wakes, memory_order_relaxed);
             atomic_store_explicit(&p->crew, c, memory_order_release);
         }
@@ -547,6 +548,7 @@ int tt_pool_wait_counts(const tt_pool *pool, tt_wait_counts *out)
     out->barrier_sleeps = atomic_load_explicit(&st->barrier_sleeps, memory_order_relaxed);
     out->member_parks = atomic_load_explicit(&st->member_parks, memory_order_relaxed);
     out->preemptions = atomic_load_explicit(&st->preemptions, memory_order_relaxed);
+    out->starving = atomic_load_explicit(&st->starving, memory_order_relaxed);
     out->wakes = atomic_load_explicit(&st->wakes, memory_order_relaxed);
     tt__crew *c = tt__pool_crew(pool);
     if (c && c->stats != st) {
@@ -555,6 +557,7 @@ int tt_pool_wait_counts(const tt_pool *pool, tt_wait_counts *out)
         out->barrier_sleeps += atomic_load_explicit(&st->barrier_sleeps, memory_order_relaxed) - pool->base.barrier_sleeps;
         out->member_parks += atomic_load_explicit(&st->member_parks, memory_order_relaxed) - pool->base.member_parks;
         out->preemptions += atomic_load_explicit(&st->preemptions, memory_order_relaxed) - pool->base.preemptions;
+        out->starving += atomic_load_explicit(&st->starving, memory_order_relaxed) - pool->base.starving;
         out->wakes += atomic_load_explicit(&st->wakes, memory_order_relaxed) - pool->base.wakes;
     }
     return TT_OK;

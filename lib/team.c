@@ -111,7 +111,12 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
     t->pool = pool;
     t->width = width;
     tt__wait_policy pol = crew ? crew->team_pol : (tt__wait_policy){0};
-    tt__ctl_init(&t->ctl, pool, crew, width, t->members, &pol, NULL);
+    /* The generation the team is built at, which its leads' tokens carry
+     * (acquire, as every reader of the generation: it pairs with the
+     * destroy's bump after its state change). Read here, after the members
+     * were reserved, where tt__ctl_init used to read it. */
+    uint32_t gen = atomic_load_explicit(&pool->gen, memory_order_acquire);
+    tt__ctl_init(&t->ctl, pool, gen, crew, width, t->members, &pol, NULL);
     t->ctl.hook.lead_end = team_lead_end;
     if (nm > 0 && !t->lends)
         tt__ctl_start_members(&t->ctl, t->works, pool->attr.pin_participants && tt__pin_allowed());

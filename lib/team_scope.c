@@ -61,8 +61,8 @@ typedef struct split_cmd {
 /* Control blocks                                                            */
 /* ------------------------------------------------------------------------ */
 
-void tt__ctl_init(tt__ctl *c, tt_pool *pool, tt__crew *crew, unsigned size,
-                     const uint32_t *members, const tt__wait_policy *pol, void *ledger)
+void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew, unsigned size,
+                  const uint32_t *members, const tt__wait_policy *pol, void *ledger)
 {
     memset(c, 0, sizeof *c);
     c->pool = pool;
@@ -76,12 +76,7 @@ void tt__ctl_init(tt__ctl *c, tt_pool *pool, tt__crew *crew, unsigned size,
         c->pol.throttled = true;
     c->ledger = ledger;
     c->leader = pthread_self();
-    /* A scope's callers replace this with the generation of the token
-     * that entered (checked at its claim): read here, after a destroy from a
-     * member (DOOMED, the generation bumped), it would make the scope's
-     * child tokens look live on the dying pool. A persistent team keeps
-     * the generation it was built at. */
-    c->pool_gen = pool ? atomic_load_explicit(&pool->gen, memory_order_acquire) : 0;
+    c->pool_gen = pool_gen;
 }
 
 static tt__wait_stats *ctl_stats(tt__ctl *c) { return c->crew ? c->crew->stats : NULL; }
@@ -365,9 +360,8 @@ static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_jo
         size_t first, n;
         tt__block(size, groups, g, &first, &n);
         /* Participant q >= 1 of group g is participant first + q of c. */
-        tt__ctl_init(&subs[g], c->pool, c->crew, (unsigned)n, c->members ? c->members + first : NULL,
-                 &c->pol, c->ledger);
-        subs[g].pool_gen = c->pool_gen;
+        tt__ctl_init(&subs[g], c->pool, c->pool_gen, c->crew, (unsigned)n,
+                     c->members ? c->members + first : NULL, &c->pol, c->ledger);
         subs[g].pol.throttled = c->pol.throttled;
         subs[g].leader = pthread_self(); /* reset by the group's leader */
         subs[g].fail = c->fail;          /* a part's failure fails the scope */
@@ -618,8 +612,7 @@ static int scope_alone(tt__entry *fr, tt_scope_fn fn, void *arg)
         return tt__entry_abort(fr, rc);
     tt__ctl c;
     tt__wait_policy pol = {0};
-    tt__ctl_init(&c, x->pool, NULL, 1, NULL, &pol, x->ledger);
-    c.pool_gen = x->pool_gen; /* the entering token's, checked at its claim */
+    tt__ctl_init(&c, x->pool, x->pool_gen, NULL, 1, NULL, &pol, x->ledger);
     _Atomic int fail = 0;
     c.fail = &fail;
     tt_scope view = {.c = &c, .size = 1, .ledger = x->ledger};
@@ -694,8 +687,7 @@ static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_se
     unsigned cpus[budget];
     tt__ctl c;
     tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
-    tt__ctl_init(&c, pool, pl->crew, budget, NULL, &s->pol, x->ledger);
-    c.pool_gen = x->pool_gen;
+    tt__ctl_init(&c, pool, x->pool_gen, pl->crew, budget, NULL, &s->pol, x->ledger);
     /* Every thread of the region takes part when the scope has the pool's
      * width (the region is always opened at that width). */
     c.region_team = budget == pool->width;
@@ -715,8 +707,8 @@ static void scope_on_members(tt__exec *x, const tt__placement *pl, const scope_s
     unsigned budget = x->budget;
     tt__ctl c;
     tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
-    tt__ctl_init(&c, x->pool, pl->crew, budget, pl->gang + pl->off + 1, &s->pol, x->ledger);
-    c.pool_gen = x->pool_gen;
+    tt__ctl_init(&c, x->pool, x->pool_gen, pl->crew, budget, pl->gang + pl->off + 1, &s->pol,
+                 x->ledger);
     c.fail = fail;
     tt__part_work works[budget - 1];
     tt__ctl_start_members(&c, works, s->pin);

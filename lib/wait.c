@@ -20,12 +20,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 uint64_t tt__now_ns(void) { return tt__mono_ns(); }
 
@@ -192,6 +194,163 @@ void tt__futex_wake(_Atomic uint32_t *word, int count)
 #define TT__STARVED_NS 10000000ull
 #endif
 
+/* ------------------------------------------------------------------------ */
+/* Is the machine oversubscribed?                                            */
+/* ------------------------------------------------------------------------ */
+/*
+ * A gap in the clock tells a waiter that it was descheduled itself; it
+ * cannot tell that the thread it waits for is the one without a CPU (a
+ * join waits for a count, not for a thread). The kernel's count of
+ * runnable threads can: when more threads are runnable than the CPUs this
+ * process may use, some runnable thread is waiting for a CPU, quite
+ * possibly the one this spin waits for, and every poll of the spin keeps a
+ * CPU from it. So a spin that has gone on for a while asks, at most once
+ * per TT__OVERSUB_EVERY_NS in the whole process, and every spinner of that
+ * window uses the answer.
+ *
+ * The count is machine-wide while the CPU count is the process's
+ * (tt__cpu_count_cached: its affinity or OpenMP places): a process bound to
+ * 2 CPUs of a busy 64-CPU machine sees itself oversubscribed when it is
+ * not. That errs on the side this signal exists for (sleep rather than
+ * spin), and costs a wait a futex wake-up (a few microseconds) where it
+ * would have seen the change spinning.
+ */
+
+/* A spin samples only once it has lasted this long. Measured on host vm
+ * (2 vCPUs, AMD EPYC under KVM, a loaded machine): one sample (open, read,
+ * close of /proc/loadavg) costs 5.1-5.4 us (min 5.1, median 5.3, p90 5.4
+ * over 2000 samples; the mean, 10 us, includes descheduled samples), so a
+ * spin of 20 us pays at most about a quarter more for the one sample of its
+ * window, and the hand-offs the spin exists for (a section in a held
+ * scope, 0.24 us; sections of 5 us) end before it and never sample. It is
+ * well below TT__PREEMPT_NS (100 us), which is how long a descheduled
+ * waiter takes to notice that it was; this signal is for the waiter that
+ * still runs while the thread it waits for does not. */
+#ifndef TT__OVERSUB_AFTER_NS
+#define TT__OVERSUB_AFTER_NS 20000ull
+#endif
+/* At most one sample per this long per process: 5.3 us per 10 ms is 0.05 %
+ * of one CPU even when spins never stop; and the answer of a sample holds
+ * for this long, as long as a descheduled waiter's window (TT__STARVED_NS). */
+#define TT__OVERSUB_EVERY_NS 10000000ull
+
+/* The earliest time (tt__mono_ns) of the next sample; the thread whose
+ * compare-exchange moves it takes the sample. */
+static _Atomic uint64_t oversub_next_ns;
+/* The last sample said oversubscribed: until this time spinners take that
+ * answer without reading /proc. Both words are hints: no other data is
+ * published through them, so every access is relaxed; a spinner that reads
+ * a stale value spins at most one clock check longer, or sleeps one wait
+ * early. */
+static _Atomic uint64_t oversub_until_ns;
+
+/* Test hook: when set, the runnable count and the CPU count come from
+ * here, not from /proc and the process (relaxed: set by a test before its
+ * spins, in the same thread, and only ever a hint). */
+static _Atomic bool runnable_hooked;
+static _Atomic long runnable_hook_running;
+static _Atomic unsigned runnable_hook_cpus;
+/* Samples taken, for the tests (relaxed: a statistic). */
+static _Atomic uint64_t oversub_samples;
+
+long tt__loadavg_parse_running(const char *s)
+{
+    if (!s)
+        return -1;
+    /* Three load averages: non-empty fields, each followed by spaces. */
+    for (int f = 0; f < 3; f++) {
+        if (*s == '\0' || *s == ' ')
+            return -1;
+        while (*s != '\0' && *s != ' ')
+            s++;
+        if (*s != ' ')
+            return -1;
+        while (*s == ' ')
+            s++;
+    }
+    /* running/total, both decimal; a count that does not fit in a long is
+     * not a count this file can hold, so the line is unknown, not huge. */
+    long running = 0;
+    const char *d = s;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        int digit = *s - '0';
+        if (running > (LONG_MAX - digit) / 10)
+            return -1;
+        running = running * 10 + digit;
+    }
+    if (s == d || *s != '/')
+        return -1;
+    s++;
+    d = s;
+    long total = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        int digit = *s - '0';
+        if (total > (LONG_MAX - digit) / 10)
+            return -1;
+        total = total * 10 + digit;
+    }
+    if (s == d || (*s != ' ' && *s != '\n' && *s != '\0'))
+        return -1;
+    return running;
+}
+
+/* Runnable threads on the machine now, the reader included (the fourth
+ * field of /proc/loadavg, the kernel's nr_running at the read), or -1 when
+ * unknown (no /proc in this container, a line this parser does not know).
+ * No stdio and no allocation: a spinning waiter may run anywhere, and one
+ * read returns the whole line (the kernel formats it at once). */
+static long runnable_now(void)
+{
+    char buf[128];
+    int fd;
+    do
+        fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return -1;
+    ssize_t n;
+    do
+        n = read(fd, buf, sizeof buf - 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return tt__loadavg_parse_running(buf);
+}
+
+/* Whether the machine had more runnable threads than this process's CPUs
+ * at the last sample, sampling now when the last one is older than
+ * TT__OVERSUB_EVERY_NS and no other thread is taking it. An unknown count
+ * says no: the spin goes on as it would without this signal. */
+static bool machine_oversubscribed(uint64_t now)
+{
+    uint64_t next = atomic_load_explicit(&oversub_next_ns, memory_order_relaxed);
+    if (now < next)
+        return now < atomic_load_explicit(&oversub_until_ns, memory_order_relaxed);
+    /* Only the thread that moves the window samples; the others keep the
+     * answer they have (relaxed: the exchange elects a sampler and orders
+     * nothing else). */
+    if (!atomic_compare_exchange_strong_explicit(&oversub_next_ns, &next,
+                                                 now + TT__OVERSUB_EVERY_NS,
+                                                 memory_order_relaxed, memory_order_relaxed))
+        return now < atomic_load_explicit(&oversub_until_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&oversub_samples, 1, memory_order_relaxed);
+    long running;
+    unsigned cpus;
+    if (atomic_load_explicit(&runnable_hooked, memory_order_relaxed)) {
+        running = atomic_load_explicit(&runnable_hook_running, memory_order_relaxed);
+        cpus = atomic_load_explicit(&runnable_hook_cpus, memory_order_relaxed);
+    } else {
+        running = runnable_now();
+        cpus = tt__cpu_count_cached();
+    }
+    if (running < 0 || (unsigned long)running <= cpus)
+        return false;
+    atomic_store_explicit(&oversub_until_ns, now + TT__OVERSUB_EVERY_NS, memory_order_relaxed);
+    return true;
+}
+
 bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_policy *pol,
                       tt__wait_stats *stats)
 {
@@ -228,6 +387,20 @@ bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_polic
                  * (the seed's "throttled after a waiter was descheduled"). */
                 if (stats) {
                     atomic_fetch_add_explicit(&stats->preemptions, 1, memory_order_relaxed);
+                    atomic_store_explicit(&stats->starved_until_ns, now + TT__STARVED_NS,
+                                          memory_order_relaxed);
+                }
+                no_yields = true;
+                break;
+            }
+            if (now - start > TT__OVERSUB_AFTER_NS && machine_oversubscribed(now)) {
+                /* More runnable threads than CPUs: one of them may be the
+                 * thread this wait is for, and this spin keeps a CPU from
+                 * it. Give the CPU away as the descheduled case does (sleep,
+                 * no yields: a yield on a full run queue may cost a slice),
+                 * and open the pool's window the same way. */
+                if (stats) {
+                    atomic_fetch_add_explicit(&stats->starving, 1, memory_order_relaxed);
                     atomic_store_explicit(&stats->starved_until_ns, now + TT__STARVED_NS,
                                           memory_order_relaxed);
                 }
@@ -382,6 +555,49 @@ uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool res
     uint64_t t0 = tt__mono_ns();
     (void)tt__wait_spin_ne(&word, 0, &pol, &st);
     uint64_t dt = tt__mono_ns() - t0;
+    *preemptions = atomic_load_explicit(&st.preemptions, memory_order_relaxed);
+    *starved_until = atomic_load_explicit(&st.starved_until_ns, memory_order_relaxed);
+    *spun = atomic_load_explicit(&st.spun_polls, memory_order_relaxed);
+    return dt;
+}
+
+/* Test hook: replace the runnable count and the CPU count that the
+ * oversubscription check compares (on: `running` runnable threads on
+ * `cpus` CPUs; running < 0 reads as an unreadable /proc), or go back to
+ * /proc and the process's CPUs (on false). Either way the cached answer
+ * and the sampling window are forgotten, so the next spin past
+ * TT__OVERSUB_AFTER_NS samples afresh. Returns the samples taken so far. */
+uint64_t tt__test_runnable_hook(bool on, long running, unsigned cpus)
+{
+    atomic_store_explicit(&runnable_hook_running, running, memory_order_relaxed);
+    atomic_store_explicit(&runnable_hook_cpus, cpus, memory_order_relaxed);
+    atomic_store_explicit(&runnable_hooked, on, memory_order_relaxed);
+    atomic_store_explicit(&oversub_until_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&oversub_next_ns, 0, memory_order_relaxed);
+    return atomic_load_explicit(&oversub_samples, memory_order_relaxed);
+}
+
+/* Test hook: the samples of the runnable count taken so far. */
+uint64_t tt__test_oversub_samples(void)
+{
+    return atomic_load_explicit(&oversub_samples, memory_order_relaxed);
+}
+
+/* Test hook: one spin of `spin_polls` polls on a word that never changes,
+ * with fresh counters. Returns its wall time in nanoseconds and the
+ * counters' starving, preemptions, starved_until_ns and spun_polls (the
+ * polls spun before the spin gave up). */
+uint64_t tt__test_spin_starving(uint64_t spin_polls, uint64_t *starving, uint64_t *preemptions,
+                                uint64_t *starved_until, uint64_t *spun)
+{
+    tt__wait_stats st;
+    memset(&st, 0, sizeof st);
+    _Atomic uint32_t word = 0;
+    tt__wait_policy pol = {.spin_polls = spin_polls};
+    uint64_t t0 = tt__mono_ns();
+    (void)tt__wait_spin_ne(&word, 0, &pol, &st);
+    uint64_t dt = tt__mono_ns() - t0;
+    *starving = atomic_load_explicit(&st.starving, memory_order_relaxed);
     *preemptions = atomic_load_explicit(&st.preemptions, memory_order_relaxed);
     *starved_until = atomic_load_explicit(&st.starved_until_ns, memory_order_relaxed);
     *spun = atomic_load_explicit(&st.spun_polls, memory_order_relaxed);

@@ -425,7 +425,7 @@ START_TEST(test_pool_accessors)
 #if !TT_PARALLEL_ENABLED
 
     ck_assert_uint_eq(wc.join_sleeps + wc.barrier_sleeps + wc.member_parks + wc.preemptions +
-                          wc.wakes,
+                          wc.starving + wc.wakes,
                       0);
 #endif
     ck_rc(tt_pool_destroy(p), TT_OK);
@@ -470,10 +470,10 @@ START_TEST(test_pool_no_spin)
      * about one run in five. docs/design/testing.md, "The flake study".) */
     ck_assert_msg(wc.member_parks > 0,
                   "no member parked: parks %llu, join sleeps %llu, barrier sleeps %llu, "
-                  "preemptions %llu, wakes %llu",
+                  "preemptions %llu, starving %llu, wakes %llu",
                   (unsigned long long)wc.member_parks, (unsigned long long)wc.join_sleeps,
                   (unsigned long long)wc.barrier_sleeps, (unsigned long long)wc.preemptions,
-                  (unsigned long long)wc.wakes);
+                  (unsigned long long)wc.starving, (unsigned long long)wc.wakes);
 #endif
     tt_free_pool(p);
 }

@@ -1127,7 +1127,8 @@ static int serial_work(nothread_ctx *c)
     }
     tt_wait_counts wc;
     bad += tt_pool_wait_counts(p, &wc) != TT_OK;
-    bad += (wc.join_sleeps | wc.barrier_sleeps | wc.member_parks | wc.preemptions | wc.wakes) != 0;
+    bad += (wc.join_sleeps | wc.barrier_sleeps | wc.member_parks | wc.preemptions | wc.starving |
+            wc.wakes) != 0;
     bad += tt_pool_destroy(p) != TT_OK;
     return bad + atomic_load(&c->bad);
 }

@@ -11,6 +11,7 @@
  */
 #include "tt_test.h"
 
+#include <limits.h>
 #include <sys/wait.h>
 
 #if TT_PARALLEL_ENABLED
@@ -504,9 +505,20 @@ static void *busy_main(void *p)
 uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool reset,
                              uint64_t *preemptions, uint64_t *starved_until,
                              uint64_t *spun);
+/* The oversubscription signal's parser and test hooks (lib/wait.c). */
+long tt__loadavg_parse_running(const char *s);
+uint64_t tt__test_runnable_hook(bool on, long running, unsigned cpus);
+uint64_t tt__test_oversub_samples(void);
+uint64_t tt__test_spin_starving(uint64_t spin_polls, uint64_t *starving, uint64_t *preemptions,
+                                uint64_t *starved_until, uint64_t *spun);
+uint64_t tt__now_ns(void);
 
 START_TEST(test_descheduled_waiter_sleeps)
 {
+    /* This case is about the clock's gap: keep the machine-wide runnable
+     * count out of it (the busy thread alone makes a 1-CPU process look
+     * oversubscribed, which would end the spin first as `starving`). */
+    tt__test_runnable_hook(true, -1, 0);
     cpu_set_t old, set;
     ck_assert_int_eq(sched_getaffinity(0, sizeof old, &old), 0);
     int cpu = -1;
@@ -529,6 +541,7 @@ START_TEST(test_descheduled_waiter_sleeps)
      * work do) */
     uint64_t ns2 = tt__test_spin_stats(1ull << 40, 16, false, &p2, &u2, &spun2);
     sched_setaffinity(0, sizeof old, &old);
+    tt__test_runnable_hook(false, 0, 0);
     ck_assert_uint_ge(preempt, 1);
     ck_assert_uint_gt(until, 0);
     ck_assert_msg(ns < 2000000000ull, "spin ran %llu ns", (unsigned long long)ns);
@@ -537,6 +550,135 @@ START_TEST(test_descheduled_waiter_sleeps)
      * descheduled again on this shared machine */
     ck_assert_msg(spun2 - spun <= 100, "second spin spun %llu polls",
                   (unsigned long long)(spun2 - spun));
+}
+END_TEST
+
+/* A spin that has lasted more than 20 us asks whether the machine has more
+ * runnable threads than the process's CPUs (/proc/loadavg, at most once
+ * per 10 ms per process); a test hook replaces that count, so these cases
+ * need no loaded machine. */
+
+/* Oversubscribed (5 runnable on 2 CPUs): a spin of 2^40 polls (hours) on a
+ * word that never changes gives up after about 20 us, counts itself in
+ * `starving` and opens the pool's window. A second spin within the same
+ * 10 ms takes the cached answer without sampling again. */
+START_TEST(test_oversubscribed_spin_sleeps)
+{
+    uint64_t starving = 0, preempt = 0, until = 0, spun = 0, t0 = 0, ns = 0, s0 = 0;
+    /* On a shared machine the spin may be descheduled before its first
+     * 20 us are up, and then it stops for that reason (`preemptions`):
+     * try again until it stops for this one. */
+    for (int tries = 0; tries < 20; tries++) {
+        s0 = tt__test_runnable_hook(true, 5, 2);
+        t0 = tt__now_ns();
+        ns = tt__test_spin_starving(1ull << 40, &starving, &preempt, &until, &spun);
+        ck_assert_uint_eq(starving + preempt, 1);
+        if (starving)
+            break;
+    }
+    uint64_t s1 = tt__test_oversub_samples();
+    uint64_t st2 = 0, p2 = 0, u2 = 0, spun2 = 0;
+    uint64_t ns2 = tt__test_spin_starving(1ull << 40, &st2, &p2, &u2, &spun2);
+    uint64_t s2 = tt__test_oversub_samples();
+    tt__test_runnable_hook(false, 0, 0);
+    ck_assert_msg(starving == 1, "every try was descheduled first");
+    /* Returned soon: 20 us and a clock check, with a second of slack for a
+     * loaded, niced machine (without the signal it spins for hours). */
+    ck_assert_msg(ns < 1000000000ull, "spin ran %llu ns", (unsigned long long)ns);
+    ck_assert_uint_ge(ns, 20000);
+    ck_assert_msg(until >= t0 + 10000000ull, "starved_until %llu, spin began %llu",
+                  (unsigned long long)until, (unsigned long long)t0);
+    ck_assert_uint_eq(s1 - s0, 1);
+    /* The second spin stops too, with the first one's answer unless the
+     * 10 ms ran out between them on a loaded machine. */
+    ck_assert_uint_eq(st2 + p2, 1);
+    ck_assert_msg(ns2 < 1000000000ull, "second spin ran %llu ns", (unsigned long long)ns2);
+    if (ns + ns2 < 5000000ull)
+        ck_assert_uint_eq(s2, s1);
+}
+END_TEST
+
+/* Spin `polls` polls with the hook saying `running` on 2 CPUs until a try
+ * was not descheduled (a preemption ends a spin early on a shared
+ * machine), and check that it spun its whole budget, was not counted as
+ * starving, and sampled once. */
+static void spin_keeps_budget(long running)
+{
+    const uint64_t polls = 20000; /* well past 20 us: a poll is 10-100 ns */
+    int tries = 0;
+    for (;;) {
+        uint64_t s0 = tt__test_runnable_hook(true, running, 2);
+        uint64_t starving = 0, preempt = 0, until = 0, spun = 0;
+        uint64_t ns = tt__test_spin_starving(polls, &starving, &preempt, &until, &spun);
+        uint64_t s1 = tt__test_oversub_samples();
+        tt__test_runnable_hook(false, 0, 0);
+        ck_assert_uint_eq(starving, 0);
+        if (preempt && ++tries < 20)
+            continue;
+        ck_assert_msg(preempt == 0, "every try was descheduled");
+        ck_assert_uint_eq(spun, polls);
+        ck_assert_uint_eq(until, 0);
+        /* It ran past the threshold, so it asked once. */
+        if (ns > 40000)
+            ck_assert_uint_eq(s1 - s0, 1);
+        ck_assert_uint_le(s1 - s0, 1);
+        break;
+    }
+}
+
+/* 1 runnable on 2 CPUs: not oversubscribed, the spin keeps its budget. */
+START_TEST(test_undersubscribed_spin_keeps_budget)
+{
+    spin_keeps_budget(1);
+    /* exactly as many runnable as CPUs is not oversubscribed either */
+    spin_keeps_budget(2);
+}
+END_TEST
+
+/* An unknown count (an unreadable /proc) is no signal: spin as before. */
+START_TEST(test_unknown_runnable_keeps_budget)
+{
+    spin_keeps_budget(-1);
+}
+END_TEST
+
+/* The reader's parser: the fourth field of /proc/loadavg, "running/total". */
+START_TEST(test_loadavg_parse)
+{
+    ck_assert_int_eq(tt__loadavg_parse_running("0.50 0.40 0.30 2/345 12345\n"), 2);
+    ck_assert_int_eq(tt__loadavg_parse_running("0.50 0.40 0.30 2/345 12345"), 2);
+    ck_assert_int_eq(tt__loadavg_parse_running("12.00 9.10 7.77 17/1024 999\n"), 17);
+    ck_assert_int_eq(tt__loadavg_parse_running("0.00 0.00 0.00 0/1"), 0);
+    /* big numbers: the largest long is a count; one more is not */
+    ck_assert_int_eq(tt__loadavg_parse_running("1.00 1.00 1.00 4294967296/4294967297 1\n"),
+                     4294967296L);
+    char big[96];
+    snprintf(big, sizeof big, "1.00 1.00 1.00 %ld/%ld 1\n", LONG_MAX, LONG_MAX);
+    ck_assert_int_eq(tt__loadavg_parse_running(big), LONG_MAX);
+    ck_assert_int_eq(tt__loadavg_parse_running("1.00 1.00 1.00 99999999999999999999/1 1\n"), -1);
+    ck_assert_int_eq(tt__loadavg_parse_running("1.00 1.00 1.00 1/99999999999999999999 1\n"), -1);
+    /* malformed */
+    ck_assert_int_eq(tt__loadavg_parse_running(NULL), -1);
+    ck_assert_int_eq(tt__loadavg_parse_running(""), -1);
+    ck_assert_int_eq(tt__loadavg_parse_running("\n"), -1);
+    ck_assert_int_eq(tt__loadavg_parse_running("0.50 0.40 0.30"), -1);
+    ck_assert_int_eq(tt__loadavg_parse_running("0.50 0.40 0.30 "), -1);
+    ck_assert_int_eq(tt__loadavg_parse_running("0.50 0.40 2/345 12345\n"), -1);
+    ck_assert_int_eq(tt__loadavg_parse_running("0.50 0.40 0.30 2345 12345\n"), -1);
+    ck_assert_int_eq(tt__loadavg_parse_running("0.50 0.40 0.30 /345 12345\n"), -1);
+    ck_assert_int_eq(tt__loadavg_parse_running("0.50 0.40 0.30 2/ 12345\n"), -1);
+    ck_assert_int_eq(tt__loadavg_parse_running("0.50 0.40 0.30 -2/345 12345\n"), -1);
+    ck_assert_int_eq(tt__loadavg_parse_running("0.50 0.40 0.30 2x/345 12345\n"), -1);
+    ck_assert_int_eq(tt__loadavg_parse_running("0.50 0.40 0.30 2/345x 12345\n"), -1);
+    ck_assert_int_eq(tt__loadavg_parse_running(" 0.50 0.40 0.30 2/345 12345\n"), -1);
+    /* and the real file, when there is one: a count, the reader included */
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        char line[128];
+        if (fgets(line, sizeof line, f))
+            ck_assert_int_ge(tt__loadavg_parse_running(line), 1);
+        fclose(f);
+    }
 }
 END_TEST
 
@@ -553,6 +695,10 @@ static Suite *waits_suite(void)
     TCase *pol = tt_tcase(s, "policy", 120);
     tcase_add_test(pol, test_wait_env_parse);
     tcase_add_test(pol, test_descheduled_waiter_sleeps);
+    tcase_add_test(pol, test_oversubscribed_spin_sleeps);
+    tcase_add_test(pol, test_undersubscribed_spin_keeps_budget);
+    tcase_add_test(pol, test_unknown_runnable_keeps_budget);
+    tcase_add_test(pol, test_loadavg_parse);
 #if TT_PARALLEL_ENABLED
     tcase_add_test(pol, test_wait_policy_from_env);
 #endif
