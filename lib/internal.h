@@ -636,6 +636,8 @@ int tt__gang_try_acquire_all(tt_pool *p, unsigned n, uint32_t *idx);
 int tt__gang_try_acquire_prefix(tt_pool *p, unsigned n, uint32_t *idx);
 void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx);
 void tt__gang_init_free(tt_pool *p);
+/* Test hook of tt_pool_into_team (team.c). */
+extern void (*tt__test_into_team_window)(tt_pool *pool);
 /* Every slot free (wide pools: under the lock). */
 bool tt__gang_all_free(const tt_pool *p);
 

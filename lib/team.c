@@ -53,6 +53,10 @@ static void team_free(tt_team *t, bool sync)
     free(t);
 }
 
+/* Test hook (tests/test_races.c): runs after the pool's state was checked
+ * and the team took ownership, where a destroy from a member could land. */
+void (*tt__test_into_team_window)(tt_pool *pool);
+
 int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
 {
     if (!team)
@@ -83,13 +87,22 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
         return TT_ENOMEM;
     }
     pthread_mutex_lock(&pool->lock);
+    /* The generation the team is built at, which its leads' tokens carry:
+     * read before the state, as tt_exec_init does (acquire, pairing with a
+     * destroy's release of the state before its bump). A destroy from a
+     * member moves state and generation under this lock, so both reads see
+     * the pool before it or after it, never the new generation of a dying
+     * pool. */
+    uint32_t gen = atomic_load_explicit(&pool->gen, memory_order_acquire);
     /* A destroyed pool (from a member, or for good: a handle not reused)
      * takes no team. */
-    bool dead = atomic_load_explicit(&pool->state, memory_order_relaxed) != TT__POOL_LIVE;
+    bool dead = atomic_load_explicit(&pool->state, memory_order_acquire) != TT__POOL_LIVE;
     bool owned = dead || pool->team_owned;
     if (!owned)
         pool->team_owned = true;
     pthread_mutex_unlock(&pool->lock);
+    if (tt__test_into_team_window)
+        tt__test_into_team_window(pool);
     int rc = dead ? TT_EDESTROYED : owned ? TT_EBUSY : TT_OK;
     t->lends = pool->attr.idle_serves_pool;
     /* A persistent team holds its members between leaders, who may come
@@ -111,11 +124,6 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
     t->pool = pool;
     t->width = width;
     tt__wait_policy pol = crew ? crew->team_pol : (tt__wait_policy){0};
-    /* The generation the team is built at, which its leads' tokens carry
-     * (acquire, as every reader of the generation: it pairs with the
-     * destroy's bump after its state change). Read here, after the members
-     * were reserved, where tt__ctl_init used to read it. */
-    uint32_t gen = atomic_load_explicit(&pool->gen, memory_order_acquire);
     tt__ctl_init(&t->ctl, pool, gen, crew, width, t->members, &pol, NULL);
     t->ctl.hook.lead_end = team_lead_end;
     if (nm > 0 && !t->lends)

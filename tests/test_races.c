@@ -516,6 +516,53 @@ START_TEST(test_init_racing_member_destroy)
 }
 END_TEST
 
+/* The same window in tt_pool_into_team: it checked the pool's state under
+ * the pool's lock and read the generation for its leads' tokens after it
+ * (found in review after the tt_exec_init fix). A member's destroy between
+ * the two gave the team the doomed pool's new generation, and its leads'
+ * entries ran on a pool that refuses new entries. The generation is now
+ * read under the lock, before the state. */
+extern void (*tt__test_into_team_window)(tt_pool *pool);
+
+START_TEST(test_into_team_racing_member_destroy)
+{
+#if TT_PARALLEL_ENABLED
+    doom_window d;
+    memset(&d, 0, sizeof d);
+    d.pool = tt_make_pool(3);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, dw_holder, &d), 0);
+    ck_assert(tt_flag_wait_ge(&d.in_job, 1, tt_timeout(30)));
+    dw_now = &d;
+    tt__test_into_team_window = dw_hook;
+    tt_team *team = NULL;
+    int rc = tt_pool_into_team(d.pool, 1, &team);
+    tt__test_into_team_window = NULL;
+    dw_now = NULL;
+    ck_assert_int_eq(d.member_rc, TT_OK);
+    int lrc = TT_EDESTROYED, erc = TT_EDESTROYED;
+    if (rc == TT_OK) {
+        tt_exec ex;
+        lrc = tt_team_lead(team, 1, &ex);
+        if (lrc == TT_OK) {
+            erc = tt_for_ranges(&ex, 64, 1, dw_body, &d);
+            /* A refused entry consumed nothing: the role ends here. */
+            if (erc != TT_OK)
+                tt_exec_finish(&ex);
+        }
+    }
+    tt_flag_set(&d.release, 1);
+    ck_assert(tt_join_timeout(t, 60));
+    ck_assert_msg(rc == TT_EDESTROYED || lrc == TT_EDESTROYED || erc == TT_EDESTROYED,
+                  "a team built across a member's destroy: into_team %s, lead %s, its entry %s",
+                  tt_status_name(rc), tt_status_name(lrc), tt_status_name(erc));
+    ck_assert_int_eq(atomic_load(&d.ran), 0);
+    if (team)
+        (void)tt_team_into_pool(team);
+#endif
+}
+END_TEST
+
 /* Tokens minted and entered while another thread destroys the pool from
  * outside: every mint and entry is TT_OK or TT_EDESTROYED, never a use of
  * the torn-down pool (make check-asan runs this under AddressSanitizer).
@@ -674,6 +721,7 @@ static Suite *races_suite(void)
     tcase_add_test(tc, test_init_racing_member_destroy);
     tcase_add_test(tc, test_mint_racing_destroy);
     tcase_add_test(tc, test_slot_handoff);
+    tcase_add_test(tc, test_into_team_racing_member_destroy);
     return s;
 }
 
