@@ -60,6 +60,11 @@
 #include <string.h>
 #include <time.h>
 
+/* Weak: present in this checkout's library, absent from revisions older
+ * than share isolation that scripts/bench-ab.sh builds this file against
+ * (the declaration in threadteam.h, where there is one, is the same). */
+extern int tt_pool_attr_set_isolate_shares(tt_pool_attr *attr, bool on) __attribute__((weak));
+
 static double now_us(void)
 {
     struct timespec t;
@@ -307,6 +312,11 @@ int main(int argc, char **argv)
         scenario = base;
     }
     tt_pool_attr *pa = NULL;
+    /* scripts/bench-ab.sh links this file against older revisions too:
+     * one without the attribute (before share isolation, where every
+     * share ran as a free one does now) runs S-free as S. */
+    if (tt && free_shares && !tt_pool_attr_set_isolate_shares)
+        free_shares = false;
     if (tt && free_shares &&
         (tt_pool_attr_create(&pa) != TT_OK || tt_pool_attr_set_isolate_shares(pa, false) != TT_OK)) {
         fprintf(stderr, "bench_paths: attributes failed\n");

@@ -107,6 +107,15 @@ direct_build() { # worktree
 
 build_rev() { # side rev -> prints the directory of the programs
     side=$1; rev=$2; w=$dir/$side
+    # A worktree kept by an earlier run (KEEP=1) at the same commit, with its
+    # programs built, is used as it is: a quiet run and a loaded one then
+    # compare the same builds.
+    if [ -x "$w/_ab_build/bench/wait_scenarios" ] &&
+        [ "$(git -C "$w" rev-parse HEAD 2>/dev/null)" = "$(git -C "$top" rev-parse "$rev^{commit}")" ]; then
+        echo "bench-ab.sh: reusing the build of $rev in $w" >&2
+        echo "$w/_ab_build/bench"
+        return 0
+    fi
     git -C "$top" worktree add --force --detach "$w" "$rev" >/dev/null 2>&1
     if [ -f "$w/configure.ac" ]; then
         # Out of tree (this project's configure refuses the source tree).
