@@ -29,7 +29,10 @@
  *                               the first `omp parallel` that thread opens,
  *                               one new thread per sample; `steady` is a
  *                               second thread's roots, one after another,
- *                               against its own `omp parallel` regions
+ *                               against its own `omp parallel` regions;
+ *                               --gap-ns N spins N ns before each steady
+ *                               root on both sides (the application's own
+ *                               code between two regions)
  * Prints one line per configuration: `scenario param us_per_call p50 p90`:
  * the median over --reps repetitions of --calls calls each, then the median
  * and the 90th percentile of the single calls' times (each call timed).
@@ -117,6 +120,9 @@ static void sample(samples *s, double us)
 /* Set by a scenario name ending in -free: the pool's shares are declared
  * OpenMP-free, and every row's scenario name carries the suffix. */
 static bool free_shares;
+/* --gap-ns: ns of the calling thread's own work before each steady root of
+ * the other-thread scenario (0: back to back). */
+static double gap_ns;
 
 /* Print `scenario param rep_median p50 p90` and forget the samples. */
 static void report(const char *scen, const char *param, double *rep_us, int reps, samples *s)
@@ -211,6 +217,12 @@ static void *steady_main(void *arg)
     for (int r = -1; r < o->reps; r++) {
         double t0 = now_us(), sum = 0;
         for (int k = 0; k < o->calls; k++) {
+            if (gap_ns > 0) {
+                /* Not timed: the application's own work between roots. */
+                double until = now_us() + gap_ns * 1e-3;
+                while (now_us() < until)
+                    ;
+            }
             double a = now_us();
             one_root(o);
             double d = now_us() - a;
@@ -275,6 +287,8 @@ int main(int argc, char **argv)
             scenario = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--gap-ns") && i + 1 < argc)
+            gap_ns = atof(argv[++i]);
         else if (!strcmp(argv[i], "--calls") && i + 1 < argc)
             calls = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--busy") && i + 1 < argc)
@@ -288,7 +302,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: bench_paths --system omp|tt --scenario "
                             "ranges|coexist|alternate|external|other-thread[-free]"
-                            " [--n LIST] [--reps N] [--calls N]\n"
+                            " [--n LIST] [--reps N] [--calls N] [--gap-ns N]\n"
                             "       bench_paths --busy P | --cotenant P   (load helpers)\n");
             return 2;
         }
@@ -314,10 +328,9 @@ int main(int argc, char **argv)
     tt_pool_attr *pa = NULL;
     /* scripts/bench-ab.sh links this file against older revisions too:
      * one without the attribute (before share isolation, where every
-     * share ran as a free one does now) runs S-free as S. */
-    if (tt && free_shares && !tt_pool_attr_set_isolate_shares)
-        free_shares = false;
-    if (tt && free_shares &&
+     * share ran as a free one does now) runs S-free as S, labelled S-free. */
+    bool declare_free = free_shares && tt_pool_attr_set_isolate_shares;
+    if (tt && declare_free &&
         (tt_pool_attr_create(&pa) != TT_OK || tt_pool_attr_set_isolate_shares(pa, false) != TT_OK)) {
         fprintf(stderr, "bench_paths: attributes failed\n");
         return 1;

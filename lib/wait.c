@@ -229,6 +229,21 @@ void tt__futex_wake(_Atomic uint32_t *word, int count)
 #ifndef TT__OVERSUB_AFTER_NS
 #define TT__OVERSUB_AFTER_NS 20000ull
 #endif
+/* Oversubscribed means more than cpus + TT__OVERSUB_MARGIN runnable threads.
+ * The count is a snapshot that includes the sampler, the thread it waits
+ * for when that one runs, and any kernel worker that happens to be
+ * runnable: on a quiet machine one or two extra are common. Measured on
+ * host vm (2 vCPUs; bench/wait_scenarios --scenario acquire,sections
+ * --widths 2 --reps 5, 3 rounds per margin, quiet, then beside two
+ * processes busy 50 % and an OpenMP co-tenant): quiet, a persistent
+ * team's acquire (50 sections of 20 us per call) had a p90 of 6.1-7.1 ms
+ * per call with margin 0, 4.2-5.5 ms with 1 and 1.05-1.10 ms with 2, the
+ * same as without the signal (1.06-1.57 ms); loaded, tt_exec_init + scope
+ * per call took a median of 5.6-5.9 ms with margin 2 (5.0-6.3 with 1)
+ * against 5.1-479 ms without the signal (p90 up to 550 ms). */
+#ifndef TT__OVERSUB_MARGIN
+#define TT__OVERSUB_MARGIN 2
+#endif
 /* At most one sample per this long per process: 5.3 us per 10 ms is 0.05 %
  * of one CPU even when spins never stop; and the answer of a sample holds
  * for this long, as long as a descheduled waiter's window (TT__STARVED_NS). */
@@ -345,7 +360,7 @@ static bool machine_oversubscribed(uint64_t now)
         running = runnable_now();
         cpus = tt__cpu_count_cached();
     }
-    if (running < 0 || (unsigned long)running <= cpus)
+    if (running < 0 || (unsigned long)running <= cpus + TT__OVERSUB_MARGIN)
         return false;
     atomic_store_explicit(&oversub_until_ns, now + TT__OVERSUB_EVERY_NS, memory_order_relaxed);
     return true;
