@@ -196,6 +196,10 @@ run_paths() { # binary system out round
 }
 
 raw_b=$dir/base.csv; raw_h=$dir/head.csv; raw_o=$dir/omp.csv
+# Every run starts its raw files afresh: a kept directory (KEEP=1) holds
+# the previous run's, whose rows the summaries below would otherwise pool
+# with this run's (a loaded run's tails in a quiet run's table).
+: >"$raw_b"; : >"$raw_h"; : >"$raw_o"; : >"$raw_pb"; : >"$raw_ph"; : >"$raw_po"
 r=0
 while [ "$r" -lt "$rounds" ]; do
     r=$((r + 1))
