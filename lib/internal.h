@@ -99,7 +99,8 @@ typedef struct tt__wait_stats {
     _Atomic uint64_t member_parks;   /* a member slept waiting for work      */
     _Atomic uint64_t preemptions;    /* a spinning waiter saw itself paused  */
     /* A spin past TT__OVERSUB_AFTER_NS stopped because the machine had
-     * more runnable threads than the process's CPUs. */
+     * more runnable threads than the process's CPUs plus
+     * TT__OVERSUB_MARGIN (wait.c). */
     _Atomic uint64_t starving;
     _Atomic uint64_t wakes;          /* futex wakes issued                   */
     /* A waiter of this pool saw itself descheduled: until this time
