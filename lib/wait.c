@@ -366,6 +366,16 @@ static bool machine_oversubscribed(uint64_t now)
     return true;
 }
 
+/* A spin that gives up because someone may be starving: count why (`ctr`,
+ * one of stats' preemptions or starving) and open the pool's window, in
+ * which its idle waits spin only the throttled budget (relaxed: counters
+ * and a hint, nothing is published through them). */
+static void starve_window(tt__wait_stats *stats, _Atomic uint64_t *ctr, uint64_t now)
+{
+    atomic_fetch_add_explicit(ctr, 1, memory_order_relaxed);
+    atomic_store_explicit(&stats->starved_until_ns, now + TT__STARVED_NS, memory_order_relaxed);
+}
+
 bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_policy *pol,
                       tt__wait_stats *stats)
 {
@@ -395,30 +405,19 @@ bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_polic
             sched_yield();
         if ((i & (TT__CLOCK_EVERY - 1)) == TT__CLOCK_EVERY - 1) {
             uint64_t now = tt__mono_ns();
-            if (now - last > TT__PREEMPT_NS) {
-                /* Descheduled: the CPU is wanted elsewhere, maybe by the
-                 * thread this wait is for. Stop spinning and sleep (no
-                 * yields), and throttle the pool's other waits for a while
-                 * (the seed's "throttled after a waiter was descheduled"). */
-                if (stats) {
-                    atomic_fetch_add_explicit(&stats->preemptions, 1, memory_order_relaxed);
-                    atomic_store_explicit(&stats->starved_until_ns, now + TT__STARVED_NS,
-                                          memory_order_relaxed);
-                }
-                no_yields = true;
-                break;
-            }
-            if (now - start > TT__OVERSUB_AFTER_NS && machine_oversubscribed(now)) {
-                /* More runnable threads than CPUs: one of them may be the
-                 * thread this wait is for, and this spin keeps a CPU from
-                 * it. Give the CPU away as the descheduled case does (sleep,
-                 * no yields: a yield on a full run queue may cost a slice),
-                 * and open the pool's window the same way. */
-                if (stats) {
-                    atomic_fetch_add_explicit(&stats->starving, 1, memory_order_relaxed);
-                    atomic_store_explicit(&stats->starved_until_ns, now + TT__STARVED_NS,
-                                          memory_order_relaxed);
-                }
+            /* Descheduled: the CPU is wanted elsewhere, maybe by the
+             * thread this wait is for (the seed's "throttled after a waiter
+             * was descheduled"). Oversubscribed: more runnable threads than
+             * CPUs, one of which may be the thread this wait is for, kept
+             * from a CPU by this very spin. Either way: stop spinning,
+             * sleep without yields (a yield on a full run queue may cost a
+             * slice) and throttle the pool's idle waits for a while. */
+            bool descheduled = now - last > TT__PREEMPT_NS;
+            if (descheduled ||
+                (now - start > TT__OVERSUB_AFTER_NS && machine_oversubscribed(now))) {
+                if (stats)
+                    starve_window(stats, descheduled ? &stats->preemptions : &stats->starving,
+                                  now);
                 no_yields = true;
                 break;
             }

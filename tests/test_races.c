@@ -485,32 +485,55 @@ static void *dw_holder(void *arg)
     return NULL;
 }
 
+/* Set up the window: a pool of `width` members, a holder thread whose job
+ * (on a member) waits to destroy it, and `*hook` pointing at dw_hook until
+ * dw_close, so that the next pass through the window dooms the pool. */
+static void dw_open(doom_window *d, unsigned width, void (**hook)(tt_pool *), pthread_t *t)
+{
+    memset(d, 0, sizeof *d);
+    d->pool = tt_make_pool(width);
+    ck_assert_int_eq(pthread_create(t, NULL, dw_holder, d), 0);
+    /* The holder's own mint is done and its job runs on a member. */
+    ck_assert(tt_flag_wait_ge(&d->in_job, 1, tt_timeout(30)));
+    dw_now = d;
+    *hook = dw_hook;
+}
+
+/* The call under test has passed the window: unhook, and check that the
+ * member's destroy succeeded (the caller then tries the entry that must be
+ * refused). */
+static void dw_close(doom_window *d, void (**hook)(tt_pool *))
+{
+    *hook = NULL;
+    dw_now = NULL;
+    ck_assert_int_eq(d->member_rc, TT_OK);
+}
+
+/* Let the holder's job return, join the holder, and check that no body
+ * ran on the doomed pool. */
+static void dw_release(doom_window *d, pthread_t t)
+{
+    tt_flag_set(&d->release, 1);
+    ck_assert(tt_join_timeout(t, 60));
+    ck_assert_int_eq(atomic_load(&d->ran), 0);
+}
+
 START_TEST(test_init_racing_member_destroy)
 {
 #if TT_PARALLEL_ENABLED
     doom_window d;
-    memset(&d, 0, sizeof d);
-    d.pool = tt_make_pool(2);
     pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, dw_holder, &d), 0);
-    /* The holder's own mint is done and its job runs on a member. */
-    ck_assert(tt_flag_wait_ge(&d.in_job, 1, tt_timeout(30)));
-    dw_now = &d;
-    tt__test_init_window = dw_hook;
+    dw_open(&d, 2, &tt__test_init_window, &t);
     tt_exec ex;
     int rc = tt_exec_init(&ex, d.pool, 1);
-    tt__test_init_window = NULL;
-    dw_now = NULL;
-    ck_assert_int_eq(d.member_rc, TT_OK);
+    dw_close(&d, &tt__test_init_window);
     int erc = TT_EDESTROYED;
     if (rc == TT_OK)
         erc = tt_for_ranges(&ex, 64, 1, dw_body, &d);
-    tt_flag_set(&d.release, 1);
-    ck_assert(tt_join_timeout(t, 60));
+    dw_release(&d, t);
     ck_assert_msg(rc == TT_EDESTROYED || erc == TT_EDESTROYED,
                   "a token minted across a member's destroy: tt_exec_init %s, its entry %s",
                   tt_status_name(rc), tt_status_name(erc));
-    ck_assert_int_eq(atomic_load(&d.ran), 0);
     ck_assert_int_eq(tt_pool_destroy(d.pool), TT_EDESTROYED);
 #endif
 }
@@ -528,18 +551,11 @@ START_TEST(test_into_team_racing_member_destroy)
 {
 #if TT_PARALLEL_ENABLED
     doom_window d;
-    memset(&d, 0, sizeof d);
-    d.pool = tt_make_pool(3);
     pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, dw_holder, &d), 0);
-    ck_assert(tt_flag_wait_ge(&d.in_job, 1, tt_timeout(30)));
-    dw_now = &d;
-    tt__test_into_team_window = dw_hook;
+    dw_open(&d, 3, &tt__test_into_team_window, &t);
     tt_team *team = NULL;
     int rc = tt_pool_into_team(d.pool, 1, &team);
-    tt__test_into_team_window = NULL;
-    dw_now = NULL;
-    ck_assert_int_eq(d.member_rc, TT_OK);
+    dw_close(&d, &tt__test_into_team_window);
     int lrc = TT_EDESTROYED, erc = TT_EDESTROYED;
     if (rc == TT_OK) {
         tt_exec ex;
@@ -551,12 +567,10 @@ START_TEST(test_into_team_racing_member_destroy)
                 tt_exec_finish(&ex);
         }
     }
-    tt_flag_set(&d.release, 1);
-    ck_assert(tt_join_timeout(t, 60));
+    dw_release(&d, t);
     ck_assert_msg(rc == TT_EDESTROYED || lrc == TT_EDESTROYED || erc == TT_EDESTROYED,
                   "a team built across a member's destroy: into_team %s, lead %s, its entry %s",
                   tt_status_name(rc), tt_status_name(lrc), tt_status_name(erc));
-    ck_assert_int_eq(atomic_load(&d.ran), 0);
     if (team)
         (void)tt_team_into_pool(team);
 #endif
