@@ -20,6 +20,14 @@
 #include "config.h"
 #endif
 
+/* The OpenMP runtime a raw-OpenMP baseline (omp/<name>.c) is built against: each
+ * is compiled twice, by GCC (libgomp) and by clang (LLVM libomp). */
+#if defined(__clang__)
+#define BC_OMP_RUNTIME "libomp"
+#else
+#define BC_OMP_RUNTIME "libgomp"
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Clock and busy work                                                       */
 /* ------------------------------------------------------------------------ */

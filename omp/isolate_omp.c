@@ -42,12 +42,6 @@
 #include <unistd.h>
 #endif
 
-#if defined(__clang__)
-#define SYSTEM_NAME "libomp"
-#else
-#define SYSTEM_NAME "libgomp"
-#endif
-
 #define LEN 1000
 #define REGIONS 20000
 #define MAX_REPS 64
@@ -91,12 +85,6 @@ static double futex_us(void)
 #endif
 }
 
-static int cmp(const void *a, const void *b)
-{
-    double u = *(const double *)a, v = *(const double *)b;
-    return u < v ? -1 : u > v;
-}
-
 int main(int argc, char **argv)
 {
     int reps = 7;
@@ -123,10 +111,10 @@ int main(int argc, char **argv)
         t[2][r] = futex_us();
     }
     static const char *name[3] = {"plain", "nested1", "futex"};
-    printf("%s: us per region (futex: per call), %d rounds of %d\n", SYSTEM_NAME, reps, REGIONS);
+    printf("%s: us per region (futex: per call), %d rounds of %d\n", BC_OMP_RUNTIME, reps, REGIONS);
     for (int m = 0; m < 3; m++) {
-        qsort(t[m], (size_t)reps, sizeof(double), cmp);
-        printf("%-8s median %.3f best %.3f\n", name[m], t[m][reps / 2], t[m][0]);
+        bc_stats st = bc_stats_of(t[m], (size_t)reps);
+        printf("%-8s median %.3f best %.3f\n", name[m], st.median, st.min);
     }
     return 0;
 }

@@ -30,12 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#if defined(__clang__)
-#define SYSTEM_NAME "libomp"
-#else
-#define SYSTEM_NAME "libgomp"
-#endif
-
 static _Atomic int short_team; /* a region got fewer threads than asked */
 
 static void region(unsigned width, uint64_t iters)
@@ -117,7 +111,7 @@ static int omp_rep(void *ctx, const bc_call *c, bc_rep *out)
     out->call_us = (double)total / 1000.0 / c->calls;
     out->waits = bc_no_waits;
     if (short_team) {
-        fprintf(stderr, "%s: OpenMP formed a smaller team than width %u\n", SYSTEM_NAME,
+        fprintf(stderr, "%s: OpenMP formed a smaller team than width %u\n", BC_OMP_RUNTIME,
                 c->width);
         short_team = 0;
         return 1;
@@ -126,11 +120,11 @@ static int omp_rep(void *ctx, const bc_call *c, bc_rep *out)
 }
 
 static const char usage[] =
-    "usage: wait_omp_{gomp,llvm} [options]  (" SYSTEM_NAME " build)\n"
+    "usage: wait_omp_{gomp,llvm} [options]  (" BC_OMP_RUNTIME " build)\n"
     "The wait scenarios on raw OpenMP; the same options as bench/wait_scenarios.\n";
 
 int main(int argc, char **argv)
 {
-    const bc_driver d = {SYSTEM_NAME, 1, omp_open, omp_close, omp_rep};
+    const bc_driver d = {BC_OMP_RUNTIME, 1, omp_open, omp_close, omp_rep};
     return bc_main(argc, argv, &d, usage);
 }
