@@ -12,6 +12,8 @@
 #include "tt_test.h"
 
 #include <limits.h>
+#include <pthread.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #if TT_PARALLEL_ENABLED
@@ -700,6 +702,93 @@ START_TEST(test_loadavg_parse)
 }
 END_TEST
 
+#if TT_PARALLEL_ENABLED
+/* A root's caller reaches libgomp's end barrier after the other
+ * participants (lib/exec.c, region_join). libgomp throttles its waits to
+ * 100 polls once the process holds more of its threads than CPUs, so a
+ * caller that finished its share first used to sleep in the barrier on
+ * every root: a voluntary context switch per root. Here the main thread's
+ * team has one thread more than the CPUs (libgomp throttled), a second
+ * thread runs roots of two jobs on a width-2 pool, the caller's job empty
+ * and the other 300 us long, and counts its own voluntary switches. */
+typedef struct late_join {
+    tt_pool *pool;
+    unsigned roots;
+    long switches;
+    _Atomic unsigned ran;
+} late_join;
+
+static void late_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)child;
+    late_join *l = arg;
+    if (i == 1)
+        tt_spin_us(300);
+    atomic_fetch_add(&l->ran, 1);
+}
+
+static long own_voluntary_switches(void)
+{
+    struct rusage ru;
+    ck_assert_int_eq(getrusage(RUSAGE_THREAD, &ru), 0);
+    return ru.ru_nvcsw;
+}
+
+static void *late_main(void *arg)
+{
+    late_join *l = arg;
+    tt_exec ex;
+    /* one root first: this thread's team exists before counting */
+    ck_assert_int_eq(tt_exec_init(&ex, l->pool, 2), TT_OK);
+    ck_assert_int_eq(tt_fork(&ex, 2, late_job, l), TT_OK);
+    long s0 = own_voluntary_switches();
+    for (unsigned r = 0; r < l->roots; r++) {
+        ck_assert_int_eq(tt_exec_init(&ex, l->pool, 2), TT_OK);
+        ck_assert_int_eq(tt_fork(&ex, 2, late_job, l), TT_OK);
+    }
+    l->switches = own_voluntary_switches() - s0;
+    return NULL;
+}
+
+START_TEST(test_caller_waits_before_region_barrier)
+{
+    bool quick = tt_test_quick();
+    unsigned cpus = tt_affinity_cpus();
+    if (!quick) {
+        /* Not under valgrind (no fork there, and this team would stay for
+         * the tests after): the throttle is what this test is about. */
+#pragma omp parallel num_threads(cpus + 1)
+        tt_spin_us(10);
+    }
+    tt_pool_attr *a;
+    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
+    tt_pool *pool;
+    ck_assert_int_eq(tt_pool_create(&pool, a), TT_OK);
+    tt_pool_attr_destroy(a);
+    late_join l = {.pool = pool, .roots = quick ? 10 : 100};
+    tt_wait_counts w0, w1;
+    ck_assert_int_eq(tt_pool_wait_counts(pool, &w0), TT_OK);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, late_main, &l), 0);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(tt_pool_wait_counts(pool, &w1), TT_OK);
+    ck_assert_uint_eq(atomic_load(&l.ran), 2 * (l.roots + 1));
+    if (!quick && tt_pool_spin_polls(pool) >= default_spin()) {
+        /* Without the join: one switch per root (100 of 100). A spin that
+         * saw itself descheduled, or a machine with more runnable threads
+         * than CPUs, stops early by design (the pool counts those), and
+         * the caller then sleeps in the barrier. */
+        long gave_up = (long)(w1.preemptions - w0.preemptions + w1.starving - w0.starving);
+        ck_assert_msg(l.switches <= gave_up + (long)l.roots / 10,
+                      "the caller slept %ld times in %u roots (%ld spins gave up)", l.switches,
+                      l.roots, gave_up);
+    }
+    tt_pool_destroy(pool);
+}
+END_TEST
+#endif
+
 static Suite *waits_suite(void)
 {
     Suite *s = suite_create("waits");
@@ -719,6 +808,7 @@ static Suite *waits_suite(void)
     tcase_add_test(pol, test_loadavg_parse);
 #if TT_PARALLEL_ENABLED
     tcase_add_test(pol, test_wait_policy_from_env);
+    tcase_add_test(pol, test_caller_waits_before_region_barrier);
 #endif
     return s;
 }
