@@ -171,7 +171,10 @@ typedef struct region_run {
      * that every root's join waits for. */
     tt__crew *crew;
     bool iso;
-    uint32_t seq; /* this root's number on the crew (region_join) */
+    /* Participants 1..n-1 count down, participant 0 waits (region_join);
+     * in a line of its own, which only those updates write. */
+    bool joined;
+    tt__join join TT__ALIGNED;
 } region_run;
 
 typedef struct region_part {
@@ -233,41 +236,31 @@ static void short_participate(void *ctx)
  * (futex wake-to-run latency of these hosts), sleeps in the barrier; the
  * member, woken late in turn, sleeps in libgomp's dock before the next
  * root; and every root pays two wake-ups, about 20 us where the region
- * costs 3 (bench_paths other-thread steady, 2 CPUs: roots of 18 to 20 us
- * per call, p50 22 us; raw `omp parallel` falls into the same chain in
- * some runs, p50 3 to 21 us).
+ * costs 3 (bench_paths other-thread steady, 2 CPUs: 18 to 20 us per call,
+ * p50 22 us; raw `omp parallel` falls into the same chain in some runs).
  *
- * So participant 0, the caller, first waits for the other participants
- * here, with the pool's team wait policy (OMP_WAIT_POLICY and
- * GOMP_SPINCOUNT through the pool's spin budget; no spin at all under
- * passive; the throttled budget when the pool is wider than the CPUs),
- * and reaches the barrier when the others are already in it. With this
- * join the same roots cost 7 to 10 us per call, p50 5 to 9 us. If its
- * budget runs out it stops waiting: the barrier then waits, and sleeps,
- * as before; nothing depends on this wait but the time.
+ * So participant 0, the caller, first waits for the other participants in
+ * a join of the library's (lib/wait.c: spin, yield, sleep; the counters
+ * say when it slept), with the pool's team wait policy: OMP_WAIT_POLICY
+ * and GOMP_SPINCOUNT through the pool's spin budget, the throttled budget
+ * when the pool is wider than the CPUs, and a stop when the waiter sees
+ * itself descheduled. It reaches the barrier when the others are already
+ * in it, and the barrier lets everyone go at once. A caller that waits
+ * long sleeps here instead of in the barrier: the library's budget
+ * replaces libgomp's, it does not add to it.
  *
- * Each member records the number of the last root it finished in its own
- * member line (region_done), which it wrote at the start of the root
- * anyway, so a member that finished first costs the caller one cache line
- * to read. The number of a root is one more than the caller's own
- * region_done: participant 0 of every root of a crew is that root's
- * caller, and a crew serves one root at a time. Relaxed: this wait only
- * decides when to enter the barrier; the barrier publishes the shares.
+ * Under a budget of 0 (OMP_WAIT_POLICY=passive) there is no join: the
+ * caller would sleep in it and the members in the barrier, one more
+ * futex wake per root than the barrier alone makes.
  */
-static void region_join(const region_run *r, tt__crew *c, unsigned k)
+static void region_join(region_run *r, tt__crew *c, unsigned k)
 {
-    if (k > 0) {
-        atomic_store_explicit(&c->members[k].region_done, r->seq, memory_order_relaxed);
+    if (!r->joined)
         return;
-    }
-    /* Passive: no spin, and not even the line to read. */
-    for (unsigned i = 1; i < r->n && c->team_pol.spin_polls > 0; i++) {
-        _Atomic uint32_t *w = &c->members[i].region_done;
-        uint32_t v = atomic_load_explicit(w, memory_order_relaxed);
-        if (v != r->seq && !tt__wait_spin_ne(w, v, &c->team_pol, c->stats))
-            break;
-    }
-    atomic_store_explicit(&c->members[0].region_done, r->seq, memory_order_relaxed);
+    if (k > 0)
+        tt__join_done(&r->join, c->stats);
+    else
+        tt__join_wait(&r->join, &c->team_pol, c->stats);
 }
 
 static void region_member(void *ctx, unsigned k, unsigned got)
@@ -313,8 +306,9 @@ static bool run_region(entry *e, task *tasks, unsigned ntasks, const tt__placeme
     region_run r = {.e = e, .tasks = tasks, .role = role, .n = pl->cnt, .ntasks = ntasks,
                     .all_at_once = all_at_once, .crew = e->crew,
                     .iso = e->pool->attr.isolate_shares,
-                    .seq = atomic_load_explicit(&e->crew->members[0].region_done,
-                                                memory_order_relaxed) + 1};
+                    .joined = pl->cnt > 1 && e->crew->team_pol.spin_polls > 0};
+    if (r.joined)
+        tt__join_init(&r.join, pl->cnt - 1);
     tt__backend_get()->region(e->pool->width, region_member, &r);
     return !r.short_team;
 }

@@ -284,11 +284,6 @@ typedef struct tt__member {
      * whether it is a member: relaxed, since a thread only ever compares it
      * with its own identity, which only it writes. */
     _Atomic uintptr_t thread_id;
-    /* Region crews: the sequence number of the last root whose
-     * participation this member finished (exec.c, region_join). Written
-     * only by the thread serving as this member, in this line that it
-     * writes anyway; read by participant 0 of the next root. */
-    _Atomic uint32_t region_done;
     pid_t tid;
     size_t stack_size;
 #if defined(TT_ENABLE_DEBUG) && TT_ENABLE_DEBUG
