@@ -249,9 +249,15 @@ static void short_participate(void *ctx)
  * long sleeps here instead of in the barrier: the library's budget
  * replaces libgomp's, it does not add to it.
  *
- * Under a budget of 0 (OMP_WAIT_POLICY=passive) there is no join: the
- * caller would sleep in it and the members in the barrier, one more
- * futex wake per root than the barrier alone makes.
+ * The join runs only where it pays (tt__omp_throttled_spare): libgomp
+ * throttles (the process holds more threads than CPUs) and the machine has
+ * CPUs to spare. Elsewhere the barrier alone is the better wait: libgomp
+ * unthrottled spins 300000 polls there anyway, and the join's cache line
+ * cost a root on 10^3 doubles 1 to 5 % (A/B, 5 rounds); on a loaded
+ * machine libgomp's quick sleep beat the join's spin. Under a budget of 0
+ * (OMP_WAIT_POLICY=passive) there is no join either: the caller would
+ * sleep in it and the members in the barrier, one more futex wake per
+ * root than the barrier alone makes.
  */
 static void region_join(region_run *r, tt__crew *c, unsigned k)
 {
@@ -306,7 +312,8 @@ static bool run_region(entry *e, task *tasks, unsigned ntasks, const tt__placeme
     region_run r = {.e = e, .tasks = tasks, .role = role, .n = pl->cnt, .ntasks = ntasks,
                     .all_at_once = all_at_once, .crew = e->crew,
                     .iso = e->pool->attr.isolate_shares,
-                    .joined = pl->cnt > 1 && e->crew->team_pol.spin_polls > 0};
+                    .joined = pl->cnt > 1 && e->crew->team_pol.spin_polls > 0 &&
+                              tt__omp_throttled_spare()};
     if (r.joined)
         tt__join_init(&r.join, pl->cnt - 1);
     tt__backend_get()->region(e->pool->width, region_member, &r);

@@ -181,6 +181,11 @@ uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool res
                              uint64_t *preemptions, uint64_t *starved_until,
                              uint64_t *spun);
 
+/* True when the process holds more threads than CPUs (libgomp then
+ * throttles its waits) and the machine is not oversubscribed; sampled at
+ * most every 10 ms (wait.c). */
+bool tt__omp_throttled_spare(void);
+
 /* The runnable count in a line of /proc/loadavg (the fourth field's
  * "running" of "running/total"), or -1 for a line that is not one. */
 long tt__loadavg_parse_running(const char *s);
