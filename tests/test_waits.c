@@ -11,6 +11,7 @@
  */
 #include "tt_test.h"
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -833,8 +834,11 @@ START_TEST(test_no_join_when_machine_oversubscribed)
     tt__test_runnable_hook(false, 0, 0);
     ck_assert_int_eq(slept, 0);
     ck_assert_int_eq(gave_up, 0);
-    ck_assert_msg(l.switches >= (long)l.roots / 2, "the caller slept %ld times in %u roots",
-                  l.switches, l.roots);
+    /* The sleeps in the barrier are libgomp's throttle; LLVM libomp (make
+     * check-clang, check-libomp-app) spins in its barrier instead. */
+    if (!dlsym(RTLD_DEFAULT, "__kmpc_fork_call"))
+        ck_assert_msg(l.switches >= (long)l.roots / 2, "the caller slept %ld times in %u roots",
+                      l.switches, l.roots);
 }
 END_TEST
 #endif
