@@ -726,6 +726,19 @@ void tt__test_region_cap(unsigned cap)
     atomic_store_explicit(&region_cap, cap, memory_order_relaxed);
 }
 
+/* libgomp's barrier (config/linux/bar.c, gomp_team_barrier_wait_end):
+ * the last thread to arrive stores the barrier's next generation, which
+ * lets every spinning thread go at once, and then calls futex_wake for
+ * any that sleep, unconditionally. One system call per barrier: 1.1 us on
+ * the development hosts (a PVM guest), two per root with the dock barrier
+ * at the region's start (perf: raw_syscalls:sys_enter, 2.0 per root on
+ * both a raw `omp parallel` loop and the library's). LLVM libomp's
+ * barriers release through flags and wake only threads that sleep. */
+static bool omp_last_arriver_wakes(void)
+{
+    return !omp_runtime_is_libomp();
+}
+
 const tt__backend tt__backend_omp = {
     .name = "openmp",
     .start = omp_start,
@@ -744,6 +757,7 @@ const tt__backend tt__backend_omp = {
     .callee_unmark = omp_callee_unmark,
     .callee_call = omp_callee_call,
     .callee_of = omp_callee_of,
+    .last_arriver_wakes = omp_last_arriver_wakes,
 };
 
 #endif /* TT_HAVE_OPENMP */

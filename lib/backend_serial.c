@@ -61,6 +61,11 @@ static bool serial_callee_of(const void *pool)
     return false;
 }
 
+static bool serial_last_arriver_wakes(void)
+{
+    return false; /* no barriers */
+}
+
 const tt__backend tt__backend_serial = {
     .name = "serial",
     .start = serial_start,
@@ -79,6 +84,7 @@ const tt__backend tt__backend_serial = {
     .callee_unmark = serial_callee_unmark,
     .callee_call = serial_callee_call,
     .callee_of = serial_callee_of,
+    .last_arriver_wakes = serial_last_arriver_wakes,
 };
 
 const tt__backend *tt__backend_get(void)

@@ -171,10 +171,12 @@ typedef struct region_run {
      * that every root's join waits for. */
     tt__crew *crew;
     bool iso;
-    /* Participants 1..n-1 count down, participant 0 waits (region_join);
-     * in a line of its own, which only those updates write. */
-    bool joined;
+    uint8_t end; /* enum tt__region_end: who waits for whom (region_end) */
+    /* TT__END_LEAD_WAITS: participants 1..n-1 count down, participant 0
+     * waits. TT__END_LEAD_FIRST: participant 0 says it is done, the others
+     * wait for that. In a line of its own, which only these updates write. */
     tt__join join TT__ALIGNED;
+    _Atomic uint32_t lead_done;
 } region_run;
 
 typedef struct region_part {
@@ -224,49 +226,96 @@ static void short_participate(void *ctx)
 }
 
 /*
- * The library's own join, before libgomp's end-of-region barrier.
+ * The order in which a root's participants reach the runtime's end-of-region
+ * barrier (wait.c, tt__region_end_order, decides which order applies).
  *
  * That barrier is the root's join and stays so (it orders every share's
- * writes before the caller returns). But a thread that reaches it early
- * waits there the way libgomp waits, and libgomp throttles every wait to
- * 100 polls (about 2 us here) once the process holds more of its threads
- * than there are CPUs, even when most of them sleep: a second thread's
- * team beside the main thread's docked one is enough. Then the caller,
- * done with its share before a member that took 10 to 20 us to wake
- * (futex wake-to-run latency of these hosts), sleeps in the barrier; the
- * member, woken late in turn, sleeps in libgomp's dock before the next
- * root; and every root pays two wake-ups, about 20 us where the region
+ * writes before the caller returns). But the thread that reaches it last
+ * pays for the release, and where the runtime throttles its waits, a
+ * thread that reaches it early may sleep there. Both fall on the caller,
+ * whose path every root's latency is, unless the library orders the
+ * arrivals.
+ *
+ * TT__END_LEAD_FIRST: the caller first. libgomp's last arriver stores the
+ * barrier's new generation, which lets the spinning threads go at once,
+ * and then makes a futex_wake system call, whether anyone sleeps or not
+ * (1.1 us on the development hosts, a PVM guest; backend_omp.c). A
+ * root's caller starts its share after its own release call at the dock
+ * barrier, so it was the last arriver at the end barrier on nearly every
+ * root: it made 98 % of a root's two wake calls (perf, raw_syscalls, a
+ * loop of tt_for_ranges on 10^3 doubles, width 2, OpenMP-free shares;
+ * raw `omp parallel` 69 %). Now participant 0 says when it is done and the
+ * others wait for that before the barrier, for at most TT__LEAD_FIRST_POLLS
+ * polls (about 20 us: a root whose caller still works after that saves 1
+ * us in 20 and is better left to libgomp's own wait). The caller then
+ * leaves the barrier on the generation store, and a member makes the
+ * call; the member's wait replaces the same spin in libgomp's barrier,
+ * which libgomp unthrottled spins anyway. The same loop: the caller made
+ * 4 % of the calls, and a root cost 1.17 of raw `omp parallel for` in
+ * place of 1.31 (8 alternating processes, medians).
+ *
+ * TT__END_LEAD_WAITS: the caller last, but awake. libgomp throttles every
+ * wait to 100 polls (about 2 us here) once the process holds more of its
+ * threads than there are CPUs, even when most of them sleep: a second
+ * thread's team beside the main thread's docked one is enough. Then the
+ * caller, done with its share before a member that took 10 to 20 us to
+ * wake (futex wake-to-run latency of these hosts), slept in the barrier;
+ * the member, woken late in turn, slept in libgomp's dock before the next
+ * root; and every root paid two wake-ups, about 20 us where the region
  * costs 3 (bench_paths other-thread steady, 2 CPUs: 18 to 20 us per call,
  * p50 22 us; raw `omp parallel` falls into the same chain in some runs).
+ * So participant 0 first waits for the other participants in a join of the
+ * library's (lib/wait.c: spin, yield, sleep; the counters say when it
+ * slept), with the pool's team wait policy: OMP_WAIT_POLICY and
+ * GOMP_SPINCOUNT through the pool's spin budget, the throttled budget when
+ * the pool is wider than the CPUs, and a stop when the waiter sees itself
+ * descheduled. It reaches the barrier when the others are already in it,
+ * and the barrier lets everyone go at once. A caller that waits long
+ * sleeps here instead of in the barrier: the library's budget replaces
+ * libgomp's, it does not add to it.
  *
- * So participant 0, the caller, first waits for the other participants in
- * a join of the library's (lib/wait.c: spin, yield, sleep; the counters
- * say when it slept), with the pool's team wait policy: OMP_WAIT_POLICY
- * and GOMP_SPINCOUNT through the pool's spin budget, the throttled budget
- * when the pool is wider than the CPUs, and a stop when the waiter sees
- * itself descheduled. It reaches the barrier when the others are already
- * in it, and the barrier lets everyone go at once. A caller that waits
- * long sleeps here instead of in the barrier: the library's budget
- * replaces libgomp's, it does not add to it.
- *
- * The join runs only where it pays (tt__omp_throttled_spare): libgomp
- * throttles (the process holds more threads than CPUs) and the machine has
- * CPUs to spare. Elsewhere the barrier alone is the better wait: libgomp
- * unthrottled spins 300000 polls there anyway, and the join's cache line
- * cost a root on 10^3 doubles 1 to 5 % (A/B, 5 rounds); on a loaded
- * machine libgomp's quick sleep beat the join's spin. Under a budget of 0
- * (OMP_WAIT_POLICY=passive) there is no join either: the caller would
- * sleep in it and the members in the barrier, one more futex wake per
- * root than the barrier alone makes.
+ * TT__END_BARRIER, the barrier alone: on an oversubscribed machine (there
+ * libgomp's quick sleep beat the join's spin, and a spin for the caller's
+ * sake takes a CPU from someone who may need it), under LLVM libomp
+ * unthrottled (its barrier wakes only the threads that sleep), and under a
+ * budget of 0 (OMP_WAIT_POLICY=passive: the caller would sleep in a join
+ * and the members in the barrier, one more futex wake per root than the
+ * barrier alone makes; a member waiting for the caller would spin where
+ * the user asked for none).
  */
-static void region_join(region_run *r, tt__crew *c, unsigned k)
+static void region_end(region_run *r, tt__crew *c, unsigned k)
 {
-    if (!r->joined)
+    switch ((enum tt__region_end)r->end) {
+    case TT__END_BARRIER:
         return;
-    if (k > 0)
-        tt__join_done(&r->join, c->stats);
-    else
-        tt__join_wait(&r->join, &c->team_pol, c->stats);
+    case TT__END_LEAD_WAITS:
+        if (k > 0)
+            tt__join_done(&r->join, c->stats);
+        else
+            tt__join_wait(&r->join, &c->team_pol, c->stats);
+        return;
+    case TT__END_LEAD_FIRST:
+        if (k == 0) {
+            /* Release: nothing is published through the word (the barrier
+             * orders the shares' writes); release keeps the store after
+             * the share in every model. */
+            atomic_store_explicit(&r->lead_done, 1, memory_order_release);
+            return;
+        }
+        uint64_t polls = c->team_pol.spin_polls;
+        if (polls > TT__LEAD_FIRST_POLLS)
+            polls = TT__LEAD_FIRST_POLLS;
+        for (uint64_t i = 0; i < polls; i++) {
+            if (atomic_load_explicit(&r->lead_done, memory_order_acquire))
+                return;
+            tt__cpu_relax();
+        }
+        /* The caller is still at work: the barrier's own wait takes over.
+         * Counted (the slow path only: a counter on the fast one would be
+         * a shared line written by every member on every root). */
+        atomic_fetch_add_explicit(&c->stats->lead_late, 1, memory_order_relaxed);
+        return;
+    }
 }
 
 static void region_member(void *ctx, unsigned k, unsigned got)
@@ -294,7 +343,7 @@ static void region_member(void *ctx, unsigned k, unsigned got)
      * entries nested in them and the work this member serves for them. */
     region_part part = {r, k};
     tt__region_participate(c, k, iso, region_participate, &part);
-    region_join(r, c, k);
+    region_end(r, c, k);
 }
 
 /* Returns false when the team formed was too narrow for calls that must
@@ -311,11 +360,13 @@ static bool run_region(entry *e, task *tasks, unsigned ntasks, const tt__placeme
     }
     region_run r = {.e = e, .tasks = tasks, .role = role, .n = pl->cnt, .ntasks = ntasks,
                     .all_at_once = all_at_once, .crew = e->crew,
-                    .iso = e->pool->attr.isolate_shares,
-                    .joined = pl->cnt > 1 && e->crew->team_pol.spin_polls > 0 &&
-                              tt__omp_throttled_spare()};
-    if (r.joined)
+                    .iso = e->pool->attr.isolate_shares, .end = TT__END_BARRIER};
+    if (pl->cnt > 1 && e->crew->team_pol.spin_polls > 0)
+        r.end = (uint8_t)tt__region_end_order(tt__backend_get()->last_arriver_wakes());
+    if (r.end == TT__END_LEAD_WAITS)
         tt__join_init(&r.join, pl->cnt - 1);
+    else if (r.end == TT__END_LEAD_FIRST)
+        atomic_store_explicit(&r.lead_done, 0, memory_order_relaxed);
     tt__backend_get()->region(e->pool->width, region_member, &r);
     return !r.short_team;
 }

@@ -109,6 +109,9 @@ typedef struct tt__wait_stats {
     /* Polls spun by the waits that then slept (counted on that slow path
      * only): 0 under OMP_WAIT_POLICY=passive. */
     _Atomic uint64_t spun_polls;
+    /* A root's participant stopped waiting for its caller before the end
+     * barrier (exec.c, region_end: TT__END_LEAD_FIRST). */
+    _Atomic uint64_t lead_late;
 } tt__wait_stats;
 
 /* How one wait spins before it sleeps. */
@@ -177,14 +180,31 @@ bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old,
 bool tt__test_spin_once(uint64_t spin_polls, bool throttled);
 /* Test hook: the pool's spun_polls counter (region crews and its private crew). */
 uint64_t tt__test_pool_spun_polls(const tt_pool *pool);
+/* Test hook: the pool's lead_late counter, the same way. */
+uint64_t tt__test_pool_lead_late(const tt_pool *pool);
 uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool reset,
                              uint64_t *preemptions, uint64_t *starved_until,
                              uint64_t *spun);
 
-/* True when the process holds more threads than CPUs (libgomp then
- * throttles its waits) and the machine is not oversubscribed; sampled at
- * most every 10 ms (wait.c). */
-bool tt__omp_throttled_spare(void);
+/* How a root's region ends: which thread reaches the runtime's end barrier
+ * last (exec.c, region_end; wait.c says when each applies). */
+enum tt__region_end {
+    TT__END_BARRIER,    /* the runtime's barrier alone                      */
+    TT__END_LEAD_WAITS, /* the caller first waits for the others (a join)    */
+    TT__END_LEAD_FIRST, /* the others first wait a little for the caller     */
+};
+/* The end for a root's region now: TT__END_LEAD_WAITS when the process
+ * holds more threads than CPUs (libgomp then throttles its waits),
+ * TT__END_LEAD_FIRST when not and `last_wakes` (the runtime's last arriver
+ * always makes a system call), TT__END_BARRIER when the machine is
+ * oversubscribed or neither applies. Sampled at most every 10 ms. */
+enum tt__region_end tt__region_end_order(bool last_wakes);
+/* Test hook: the process's thread count that tt__region_end_order takes
+ * (0: the sampled one); returns the previous hook. */
+uint32_t tt__test_threads_hook(uint32_t n);
+/* Polls a participant waits for the caller before the end barrier
+ * (TT__END_LEAD_FIRST), at most; exec.c says why this many. */
+#define TT__LEAD_FIRST_POLLS 1024u
 
 /* The runnable count in a line of /proc/loadavg (the fourth field's
  * "running" of "running/total"), or -1 for a line that is not one. */
@@ -359,6 +379,11 @@ typedef struct tt__backend {
      * unmarked): every region fn opens, at any depth, carries the mark. */
     void (*callee_call)(void *mark, void (*fn)(void *ctx), void *ctx);
     bool (*callee_of)(const void *pool);
+    /* True when the last thread to reach a region's end barrier always
+     * makes a system call to wake the others, whether any sleeps or not
+     * (libgomp): the library then lets a root's caller reach it first
+     * (exec.c, region_end). */
+    bool (*last_arriver_wakes)(void);
 } tt__backend;
 
 extern const tt__backend tt__backend_serial;

@@ -571,3 +571,12 @@ uint64_t tt__test_pool_spun_polls(const tt_pool *pool)
         n += atomic_load_explicit(&c->stats->spun_polls, memory_order_relaxed);
     return n;
 }
+
+uint64_t tt__test_pool_lead_late(const tt_pool *pool)
+{
+    uint64_t n = atomic_load_explicit(&pool->stats.lead_late, memory_order_relaxed);
+    tt__crew *c = tt__pool_crew(pool);
+    if (c && c->stats != &pool->stats)
+        n += atomic_load_explicit(&c->stats->lead_late, memory_order_relaxed);
+    return n;
+}

@@ -334,21 +334,25 @@ static long runnable_now(void)
     return tt__loadavg_parse_running(buf);
 }
 
+/* Whether the thread calling at `now` takes the sample of the window that
+ * *next_ns ends: the one whose compare-exchange moves the window on (relaxed:
+ * the exchange elects a sampler and orders nothing else). The others keep
+ * the answer they have. */
+static bool sample_due(_Atomic uint64_t *next_ns, uint64_t now)
+{
+    uint64_t next = atomic_load_explicit(next_ns, memory_order_relaxed);
+    return now >= next &&
+           atomic_compare_exchange_strong_explicit(next_ns, &next, now + TT__OVERSUB_EVERY_NS,
+                                                   memory_order_relaxed, memory_order_relaxed);
+}
+
 /* Whether the machine had more runnable threads than this process's CPUs
  * at the last sample, sampling now when the last one is older than
  * TT__OVERSUB_EVERY_NS and no other thread is taking it. An unknown count
  * says no: the spin goes on as it would without this signal. */
 static bool machine_oversubscribed(uint64_t now)
 {
-    uint64_t next = atomic_load_explicit(&oversub_next_ns, memory_order_relaxed);
-    if (now < next)
-        return now < atomic_load_explicit(&oversub_until_ns, memory_order_relaxed);
-    /* Only the thread that moves the window samples; the others keep the
-     * answer they have (relaxed: the exchange elects a sampler and orders
-     * nothing else). */
-    if (!atomic_compare_exchange_strong_explicit(&oversub_next_ns, &next,
-                                                 now + TT__OVERSUB_EVERY_NS,
-                                                 memory_order_relaxed, memory_order_relaxed))
+    if (!sample_due(&oversub_next_ns, now))
         return now < atomic_load_explicit(&oversub_until_ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&oversub_samples, 1, memory_order_relaxed);
     long running;
@@ -367,40 +371,61 @@ static bool machine_oversubscribed(uint64_t now)
 }
 
 /*
- * Whether libgomp throttles its waits while the machine has CPUs to spare:
- * the one case where a root's caller waits for its participants in a join
- * of the library's before libgomp's end barrier (exec.c, region_join).
+ * How a root's region ends (exec.c, region_end): which of its threads
+ * reaches the runtime's end-of-region barrier last, since that one pays
+ * for the release.
  *
  * libgomp throttles every wait of the process to 100 polls once it manages
  * more threads than CPUs (gomp_managed_threads > gomp_available_cpus, both
- * internal); the process's thread count stands for the first, sampled from
+ * internal). Then the caller waits for the other participants in a join of
+ * the library's (TT__END_LEAD_WAITS): in libgomp's barrier it would sleep.
+ * The process's thread count stands for libgomp's, sampled from
  * /proc/self/status at most every TT__OVERSUB_EVERY_NS by the thread that
  * moves the window (a read costs tens of microseconds; one root in 10 ms
  * pays it). A thread that is not libgomp's makes the count high: the join
  * then runs where libgomp does not throttle, which costs a root one cache
  * line and changes whose spin budget the caller follows, nothing more.
- * On an oversubscribed machine (the runnable signal above) there is no
- * join: measured beside two busy processes and an OpenMP co-tenant, the
- * join's spin made a second thread's steady roots slower (median 42 against
- * 33 us, p90 49 against 21 us; 5 rounds): there a quick sleep in libgomp's
- * barrier is the right wait. Relaxed: hints, as above.
+ *
+ * Otherwise, where the runtime's last arriver always makes a system call
+ * (`last_wakes`, libgomp: it stores the new generation, which releases the
+ * spinning threads at once, and then calls futex_wake whether anyone sleeps
+ * or not), the other participants wait a little for the caller
+ * (TT__END_LEAD_FIRST), so that one of them makes that call after the
+ * caller was let go.
+ *
+ * On an oversubscribed machine (the runnable signal above) neither: the
+ * join's spin made a second thread's steady roots slower there (median 42
+ * against 33 us, p90 49 against 21 us; beside two busy processes and an
+ * OpenMP co-tenant, 5 rounds), and a spin for the caller's sake is a CPU
+ * taken from someone who may need it. Relaxed: hints, as above.
  */
 static _Atomic uint64_t threads_next_ns;
 static _Atomic uint32_t threads_seen;
 
-bool tt__omp_throttled_spare(void)
+/* Test hook: when not 0, the process's thread count (a test process may
+ * hold threads of its harness's that are not libgomp's). */
+static _Atomic uint32_t threads_hook;
+
+uint32_t tt__test_threads_hook(uint32_t n)
+{
+    return atomic_exchange_explicit(&threads_hook, n, memory_order_relaxed);
+}
+
+enum tt__region_end tt__region_end_order(bool last_wakes)
 {
     uint64_t now = tt__now_ns();
-    uint64_t next = atomic_load_explicit(&threads_next_ns, memory_order_relaxed);
-    if (now >= next &&
-        atomic_compare_exchange_strong_explicit(&threads_next_ns, &next,
-                                                now + TT__OVERSUB_EVERY_NS,
-                                                memory_order_relaxed, memory_order_relaxed))
+    if (sample_due(&threads_next_ns, now))
         atomic_store_explicit(&threads_seen, tt__process_threads(), memory_order_relaxed);
-    uint32_t n = atomic_load_explicit(&threads_seen, memory_order_relaxed);
-    if (n == 0 || n <= tt__cpu_count_cached())
-        return false; /* unknown, or libgomp does not throttle */
-    return !machine_oversubscribed(now);
+    uint32_t n = atomic_load_explicit(&threads_hook, memory_order_relaxed);
+    if (n == 0)
+        n = atomic_load_explicit(&threads_seen, memory_order_relaxed);
+    /* 0: unknown, taken for "libgomp does not throttle". */
+    bool throttled = n > tt__cpu_count_cached();
+    if (!throttled && !last_wakes)
+        return TT__END_BARRIER;
+    if (machine_oversubscribed(now))
+        return TT__END_BARRIER;
+    return throttled ? TT__END_LEAD_WAITS : TT__END_LEAD_FIRST;
 }
 
 /* A spin that gives up because someone may be starving: count why (`ctr`,

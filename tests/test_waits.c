@@ -15,6 +15,11 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <linux/perf_event.h>
+#endif
 #include <sys/wait.h>
 
 #if TT_PARALLEL_ENABLED
@@ -286,6 +291,8 @@ typedef struct tt__omp_waits_t {
 } tt__omp_waits_t; /* lib/internal.h's tt__omp_waits */
 void tt__omp_waits_parse(const char *policy, const char *spincount, tt__omp_waits_t *out);
 uint64_t tt__test_pool_spun_polls(const tt_pool *pool);
+uint64_t tt__test_pool_lead_late(const tt_pool *pool);
+uint32_t tt__test_threads_hook(uint32_t n);
 
 static uint64_t default_spin(void)
 {
@@ -842,6 +849,202 @@ START_TEST(test_no_join_when_machine_oversubscribed)
                       l.switches, l.roots);
 }
 END_TEST
+/*
+ * Who reaches libgomp's end-of-region barrier last (lib/exec.c, region_end).
+ * libgomp's last arriver makes a futex_wake system call whether anyone
+ * sleeps or not; a root's caller, last on nearly every root, made both of
+ * a root's wake calls (the dock's at the start and the end barrier's). The
+ * caller's system calls are counted with the raw_syscalls:sys_enter
+ * tracepoint on this thread alone (perf_event_open), which needs root or a
+ * perf_event_paranoid of -1: the test is skipped otherwise.
+ */
+typedef struct lead_run {
+    tt_pool *pool;
+    unsigned roots, lead_us;
+    _Atomic unsigned ran;
+} lead_run;
+
+static void lead_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)child;
+    lead_run *l = arg;
+    /* Job 0 is task 0, which participant 0 (the caller) runs. */
+    if (i == 0 && l->lead_us)
+        tt_spin_us(l->lead_us);
+    atomic_fetch_add(&l->ran, 1);
+}
+
+/* Checked after the loop: in check's fork mode every assertion is a
+ * write to the runner's pipe, a system call of the caller's. */
+static void lead_roots(lead_run *l, unsigned roots)
+{
+    int bad = TT_OK;
+    for (unsigned r = 0; r < roots; r++) {
+        tt_exec ex;
+        int rc = tt_exec_init(&ex, l->pool, 2);
+        if (rc == TT_OK)
+            rc = tt_fork(&ex, 2, lead_job, l);
+        if (rc != TT_OK)
+            bad = rc;
+    }
+    ck_assert_int_eq(bad, TT_OK);
+}
+
+/* A counter of the calling thread's system calls, or -1. */
+static int own_syscall_counter(void)
+{
+#if defined(__linux__) && defined(SYS_perf_event_open)
+    const char *ids[] = {"/sys/kernel/tracing/events/raw_syscalls/sys_enter/id",
+                         "/sys/kernel/debug/tracing/events/raw_syscalls/sys_enter/id"};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        FILE *f = fopen(ids[i], "r");
+        if (!f)
+            continue;
+        unsigned long long id;
+        int got = fscanf(f, "%llu", &id);
+        fclose(f);
+        if (got != 1)
+            continue;
+        struct perf_event_attr pa;
+        memset(&pa, 0, sizeof pa);
+        pa.type = PERF_TYPE_TRACEPOINT;
+        pa.size = sizeof pa;
+        pa.config = id;
+        pa.sample_period = 1;
+        int fd = (int)syscall(SYS_perf_event_open, &pa, 0, -1, -1, 0);
+        if (fd >= 0)
+            return fd;
+    }
+#endif
+    return -1;
+}
+
+static uint64_t counter_read(int fd)
+{
+    uint64_t n = 0;
+    ck_assert_int_eq(read(fd, &n, sizeof n), (ssize_t)sizeof n);
+    return n;
+}
+
+static bool runtime_is_libomp(void) { return dlsym(RTLD_DEFAULT, "__kmpc_fork_call") != NULL; }
+
+START_TEST(test_caller_not_last_at_region_end)
+{
+    if (tt_test_quick() || runtime_is_libomp() || tt_affinity_cpus() < 2)
+        return; /* timing under valgrind; libomp's barrier wakes only sleepers */
+    int fd = own_syscall_counter();
+    if (fd < 0) {
+        fprintf(stderr, "test_caller_not_last_at_region_end: skipped, no syscall "
+                        "tracepoint for this user (perf_event_paranoid, tracefs)\n");
+        return;
+    }
+    /* CPUs to spare whatever else runs beside the test (make check -j),
+     * and the process's threads those of libgomp's team (the test harness
+     * may hold a timer thread of its own, which libgomp does not count). */
+    tt__test_runnable_hook(true, 1, 2);
+    tt__test_threads_hook(2);
+    tt_pool_attr *a;
+    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
+    /* OpenMP-free shares (the jobs make no OpenMP call): an isolated share
+     * is a nested one-thread region, whose own end barrier makes one more
+     * wake call per participant and root. */
+    ck_assert_int_eq(tt_pool_attr_set_isolate_shares(a, false), TT_OK);
+    lead_run l = {.roots = 200, .lead_us = 5};
+    ck_assert_int_eq(tt_pool_create(&l.pool, a), TT_OK);
+    tt_pool_attr_destroy(a);
+    if (tt_pool_spin_polls(l.pool) == 0) {
+        /* OMP_WAIT_POLICY=passive in the environment: no order, by design
+         * (test_members_wait_for_caller_only_where_it_pays). */
+        close(fd);
+        tt__test_runnable_hook(false, 0, 0);
+        tt__test_threads_hook(0);
+        tt_pool_destroy(l.pool);
+        return;
+    }
+    lead_roots(&l, 5); /* the team exists before counting */
+    /* Without the order: 2.0 calls per root (both wakes: a caller whose
+     * share is the longer one is last at the end barrier and, doing its
+     * bookkeeping, at the next root's dock; perf counted 3999 in 2000
+     * roots). With it the caller leaves the end barrier on the generation
+     * store and makes some of the dock's calls (0.63 per root). Best of 3:
+     * a busy machine (make check -j) can delay the member past its wait
+     * now and then (counted in lead_late). */
+    uint64_t best = UINT64_MAX, late = 0;
+    for (int attempt = 0; attempt < 3 && best > l.roots * 13 / 10; attempt++) {
+        uint64_t late0 = tt__test_pool_lead_late(l.pool);
+        uint64_t c0 = counter_read(fd);
+        lead_roots(&l, l.roots);
+        uint64_t calls = counter_read(fd) - c0 - 1; /* the read itself */
+        uint64_t lt = tt__test_pool_lead_late(l.pool) - late0;
+        if (calls < best) {
+            best = calls;
+            late = lt;
+        }
+    }
+    close(fd);
+    tt__test_runnable_hook(false, 0, 0);
+    tt__test_threads_hook(0);
+    tt_pool_destroy(l.pool);
+    ck_assert_msg(best <= l.roots * 13 / 10,
+                  "the caller made %llu system calls in %u roots (%llu late), best of 3",
+                  (unsigned long long)best, l.roots, (unsigned long long)late);
+}
+END_TEST
+
+/* When the members wait for the caller, and when they do not: counted in
+ * the pool's lead_late (a member that stopped waiting, the caller still at
+ * work). A caller's share of 300 us outlasts the wait (1024 polls, about
+ * 20 us) on every root where the order applies. */
+static uint64_t lead_late_of(unsigned roots, uint64_t spin_polls, bool oversubscribed,
+                             uint64_t *budget)
+{
+    tt__test_runnable_hook(true, oversubscribed ? 1000 : 1, 2);
+    tt__test_threads_hook(2);
+    tt_pool_attr *a;
+    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
+    if (spin_polls != UINT64_MAX)
+        ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, spin_polls), TT_OK);
+    lead_run l = {.lead_us = 300};
+    ck_assert_int_eq(tt_pool_create(&l.pool, a), TT_OK);
+    tt_pool_attr_destroy(a);
+    *budget = tt_pool_spin_polls(l.pool);
+    lead_roots(&l, 1);
+    uint64_t late0 = tt__test_pool_lead_late(l.pool);
+    lead_roots(&l, roots);
+    ck_assert_uint_eq(atomic_load(&l.ran), 2 * (roots + 1));
+    uint64_t late = tt__test_pool_lead_late(l.pool) - late0;
+    tt_pool_destroy(l.pool);
+    tt__test_runnable_hook(false, 0, 0);
+    tt__test_threads_hook(0);
+    return late;
+}
+
+START_TEST(test_members_wait_for_caller_only_where_it_pays)
+{
+    if (tt_affinity_cpus() < 2)
+        return; /* the order needs the process's threads within its CPUs */
+    unsigned roots = tt_test_quick() ? 4 : 40;
+    /* libgomp, CPUs to spare, a spin budget: the members wait, and stop
+     * waiting for a caller still at work (most roots: a member descheduled
+     * for the whole 300 us would see the caller done). Under valgrind the
+     * polls are too slow to say. */
+    uint64_t budget;
+    uint64_t late = lead_late_of(roots, UINT64_MAX, false, &budget);
+    /* LLVM libomp's barrier wakes only sleepers; a budget of 0 comes from
+     * OMP_WAIT_POLICY=passive in the environment. */
+    if (runtime_is_libomp() || budget == 0)
+        ck_assert_uint_eq(late, 0);
+    else if (!tt_test_quick())
+        ck_assert_msg(late >= roots / 2, "%llu of %u roots late",
+                      (unsigned long long)late, roots);
+    /* OMP_WAIT_POLICY=passive's budget of 0: no member spins for the caller. */
+    ck_assert_uint_eq(lead_late_of(roots, 0, false, &budget), 0);
+    /* An oversubscribed machine: the barrier alone. */
+    ck_assert_uint_eq(lead_late_of(roots, UINT64_MAX, true, &budget), 0);
+}
+END_TEST
 #endif
 
 static Suite *waits_suite(void)
@@ -865,6 +1068,8 @@ static Suite *waits_suite(void)
     tcase_add_test(pol, test_wait_policy_from_env);
     tcase_add_test(pol, test_caller_waits_before_region_barrier);
     tcase_add_test(pol, test_no_join_when_machine_oversubscribed);
+    tcase_add_test(pol, test_caller_not_last_at_region_end);
+    tcase_add_test(pol, test_members_wait_for_caller_only_where_it_pays);
 #endif
     return s;
 }
