@@ -296,24 +296,10 @@ static void region_end(region_run *r, tt__crew *c, unsigned k)
         return;
     case TT__END_LEAD_FIRST:
         if (k == 0) {
-            /* Release: nothing is published through the word (the barrier
-             * orders the shares' writes); release keeps the store after
-             * the share in every model. */
-            atomic_store_explicit(&r->lead_done, 1, memory_order_release);
+            tt__lead_first_done(&r->lead_done);
             return;
         }
-        uint64_t polls = c->team_pol.spin_polls;
-        if (polls > TT__LEAD_FIRST_POLLS)
-            polls = TT__LEAD_FIRST_POLLS;
-        for (uint64_t i = 0; i < polls; i++) {
-            if (atomic_load_explicit(&r->lead_done, memory_order_acquire))
-                return;
-            tt__cpu_relax();
-        }
-        /* The caller is still at work: the barrier's own wait takes over.
-         * Counted (the slow path only: a counter on the fast one would be
-         * a shared line written by every member on every root). */
-        atomic_fetch_add_explicit(&c->stats->lead_late, 1, memory_order_relaxed);
+        tt__lead_first_wait(&r->lead_done, c->team_pol.spin_polls, c->stats);
         return;
     }
 }

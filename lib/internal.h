@@ -205,6 +205,16 @@ uint32_t tt__test_threads_hook(uint32_t n);
 /* Polls a participant waits for the caller before the end barrier
  * (TT__END_LEAD_FIRST), at most; exec.c says why this many. */
 #define TT__LEAD_FIRST_POLLS 1024u
+/* TT__END_LEAD_FIRST: the caller says it is done (release: nothing is
+ * published through the word, the barrier orders the shares' writes, but
+ * the store stays after the caller's part in every model); a participant
+ * waits for that at most min(spin_polls, TT__LEAD_FIRST_POLLS) polls, and
+ * counts in stats->lead_late a wait that ran out. */
+static inline void tt__lead_first_done(_Atomic uint32_t *done)
+{
+    atomic_store_explicit(done, 1, memory_order_release);
+}
+void tt__lead_first_wait(_Atomic uint32_t *done, uint64_t spin_polls, tt__wait_stats *stats);
 
 /* The runnable count in a line of /proc/loadavg (the fourth field's
  * "running" of "running/total"), or -1 for a line that is not one. */

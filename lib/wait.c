@@ -679,3 +679,18 @@ uint64_t tt__test_spin_starving(uint64_t spin_polls, uint64_t *starving, uint64_
     *spun = atomic_load_explicit(&st.spun_polls, memory_order_relaxed);
     return dt;
 }
+
+void tt__lead_first_wait(_Atomic uint32_t *done, uint64_t spin_polls, tt__wait_stats *stats)
+{
+    uint64_t polls = spin_polls < TT__LEAD_FIRST_POLLS ? spin_polls : TT__LEAD_FIRST_POLLS;
+    for (uint64_t i = 0; i < polls; i++) {
+        if (atomic_load_explicit(done, memory_order_acquire))
+            return;
+        tt__cpu_relax();
+    }
+    /* The caller is still at work: the barrier's own wait takes over.
+     * Counted on this slow path only: a counter on the fast one would be a
+     * shared line written by every participant on every root. */
+    if (stats)
+        atomic_fetch_add_explicit(&stats->lead_late, 1, memory_order_relaxed);
+}

@@ -861,6 +861,7 @@ END_TEST
 typedef struct lead_run {
     tt_pool *pool;
     unsigned roots, lead_us;
+    bool scope; /* tt_team_scope, not tt_fork */
     _Atomic unsigned ran;
 } lead_run;
 
@@ -874,6 +875,16 @@ static void lead_job(void *arg, unsigned i, tt_exec *child)
     atomic_fetch_add(&l->ran, 1);
 }
 
+/* A scope: the caller (the leader) works, the members idle in theirs. */
+static void lead_scope(void *arg, tt_scope *s)
+{
+    (void)s;
+    lead_run *l = arg;
+    if (l->lead_us)
+        tt_spin_us(l->lead_us);
+    atomic_fetch_add(&l->ran, 2);
+}
+
 /* Checked after the loop: in check's fork mode every assertion is a
  * write to the runner's pipe, a system call of the caller's. */
 static void lead_roots(lead_run *l, unsigned roots)
@@ -883,7 +894,7 @@ static void lead_roots(lead_run *l, unsigned roots)
         tt_exec ex;
         int rc = tt_exec_init(&ex, l->pool, 2);
         if (rc == TT_OK)
-            rc = tt_fork(&ex, 2, lead_job, l);
+            rc = l->scope ? tt_team_scope(&ex, lead_scope, l) : tt_fork(&ex, 2, lead_job, l);
         if (rc != TT_OK)
             bad = rc;
     }
@@ -928,6 +939,26 @@ static uint64_t counter_read(int fd)
 
 static bool runtime_is_libomp(void) { return dlsym(RTLD_DEFAULT, "__kmpc_fork_call") != NULL; }
 
+/* The caller's system calls in l->roots roots (best of 3), with what the
+ * pool counted late meanwhile. */
+static uint64_t caller_calls(lead_run *l, int fd, uint64_t *late)
+{
+    lead_roots(l, 5); /* the team exists before counting */
+    uint64_t best = UINT64_MAX;
+    for (int attempt = 0; attempt < 3 && best > l->roots * 13 / 10; attempt++) {
+        uint64_t late0 = tt__test_pool_lead_late(l->pool);
+        uint64_t c0 = counter_read(fd);
+        lead_roots(l, l->roots);
+        uint64_t calls = counter_read(fd) - c0 - 1; /* the read itself */
+        uint64_t lt = tt__test_pool_lead_late(l->pool) - late0;
+        if (calls < best) {
+            best = calls;
+            *late = lt;
+        }
+    }
+    return best;
+}
+
 START_TEST(test_caller_not_last_at_region_end)
 {
     if (tt_test_quick() || runtime_is_libomp() || tt_affinity_cpus() < 2)
@@ -953,42 +984,32 @@ START_TEST(test_caller_not_last_at_region_end)
     lead_run l = {.roots = 200, .lead_us = 5};
     ck_assert_int_eq(tt_pool_create(&l.pool, a), TT_OK);
     tt_pool_attr_destroy(a);
-    if (tt_pool_spin_polls(l.pool) == 0) {
-        /* OMP_WAIT_POLICY=passive in the environment: no order, by design
-         * (test_members_wait_for_caller_only_where_it_pays). */
-        close(fd);
-        tt__test_runnable_hook(false, 0, 0);
-        tt__test_threads_hook(0);
-        tt_pool_destroy(l.pool);
-        return;
-    }
-    lead_roots(&l, 5); /* the team exists before counting */
     /* Without the order: 2.0 calls per root (both wakes: a caller whose
      * share is the longer one is last at the end barrier and, doing its
      * bookkeeping, at the next root's dock; perf counted 3999 in 2000
-     * roots). With it the caller leaves the end barrier on the generation
-     * store and makes some of the dock's calls (0.63 per root). Best of 3:
-     * a busy machine (make check -j) can delay the member past its wait
-     * now and then (counted in lead_late). */
-    uint64_t best = UINT64_MAX, late = 0;
-    for (int attempt = 0; attempt < 3 && best > l.roots * 13 / 10; attempt++) {
-        uint64_t late0 = tt__test_pool_lead_late(l.pool);
-        uint64_t c0 = counter_read(fd);
-        lead_roots(&l, l.roots);
-        uint64_t calls = counter_read(fd) - c0 - 1; /* the read itself */
-        uint64_t lt = tt__test_pool_lead_late(l.pool) - late0;
-        if (calls < best) {
-            best = calls;
-            late = lt;
-        }
-    }
+     * roots, and 78243 in 40000 empty scopes). With it the caller leaves
+     * the end barrier on the generation store and makes some of the dock's
+     * calls (0.63 per root, 0.005 per scope). Best of 3: a busy machine
+     * (make check -j) can delay the member past its wait now and then
+     * (counted in lead_late). OMP_WAIT_POLICY=passive in the environment
+     * (a budget of 0): no order, by design. */
+    bool passive = tt_pool_spin_polls(l.pool) == 0;
+    uint64_t late_roots = 0, late_scopes = 0;
+    uint64_t roots = caller_calls(&l, fd, &late_roots);
+    l.scope = true;
+    uint64_t scopes = caller_calls(&l, fd, &late_scopes);
     close(fd);
     tt__test_runnable_hook(false, 0, 0);
     tt__test_threads_hook(0);
     tt_pool_destroy(l.pool);
-    ck_assert_msg(best <= l.roots * 13 / 10,
+    if (passive)
+        return;
+    ck_assert_msg(roots <= l.roots * 13 / 10,
                   "the caller made %llu system calls in %u roots (%llu late), best of 3",
-                  (unsigned long long)best, l.roots, (unsigned long long)late);
+                  (unsigned long long)roots, l.roots, (unsigned long long)late_roots);
+    ck_assert_msg(scopes <= l.roots * 13 / 10,
+                  "the caller made %llu system calls in %u scopes (%llu late), best of 3",
+                  (unsigned long long)scopes, l.roots, (unsigned long long)late_scopes);
 }
 END_TEST
 
