@@ -7,6 +7,10 @@
  *   --scenario S     ranges     axpy over N doubles, a token per call on
  *                               the main thread and tt_for_ranges, against
  *                               `omp parallel for` (--n 1000,100000,1000000)
+ *                    scope      a token per call and a team scope whose
+ *                               one section splits an axpy over N doubles
+ *                               by rank (--n, default as ranges), against
+ *                               `omp parallel` with the same split
  *                    coexist    the application's own `omp parallel` with
  *                               5 us of work per thread: omp = no pool;
  *                               tt = the same regions with a default pool
@@ -250,6 +254,29 @@ static void axpy_body(void *arg, size_t b, size_t e)
         p->y[i] += p->a * p->x[i];
 }
 
+/* The scope scenario: one section in which participant r of s runs its
+ * part of the axpy (the split of `omp for schedule(static)`). */
+typedef struct scope_axpy {
+    axpy *p;
+    size_t n;
+} scope_axpy;
+
+static void axpy_part(axpy *p, size_t n, unsigned r, unsigned s)
+{
+    axpy_body(p, n * r / s, n * (r + 1) / s);
+}
+
+static void section_axpy(void *arg, tt_section *sec)
+{
+    scope_axpy *a = arg;
+    axpy_part(a->p, a->n, tt_section_rank(sec), tt_section_size(sec));
+}
+
+static void scope_axpy_fn(void *arg, tt_scope *scope)
+{
+    (void)tt_scope_run(scope, section_axpy, arg);
+}
+
 #if TT_HAVE_OPENBLAS
 typedef struct gemm {
     int n;
@@ -301,7 +328,7 @@ int main(int argc, char **argv)
                 sizes[nsizes++] = (size_t)strtoull(t, NULL, 10);
         } else {
             fprintf(stderr, "usage: bench_paths --system omp|tt --scenario "
-                            "ranges|coexist|alternate|external|other-thread[-free]"
+                            "ranges|scope|coexist|alternate|external|other-thread[-free]"
                             " [--n LIST] [--reps N] [--calls N] [--gap-ns N]\n"
                             "       bench_paths --busy P | --cotenant P   (load helpers)\n");
             return 2;
@@ -374,6 +401,42 @@ int main(int argc, char **argv)
             char param[32];
             snprintf(param, sizeof param, "n=%zu", n);
             report("ranges", param, rep_us, reps, &smp);
+            free(x);
+            free(y);
+        }
+    } else if (!strcmp(scenario, "scope")) {
+        for (int s = 0; s < nsizes; s++) {
+            size_t n = sizes[s];
+            double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+            for (size_t i = 0; i < n; i++) {
+                x[i] = (double)i;
+                y[i] = 1.0;
+            }
+            axpy p = {.a = 1e-9, .x = x, .y = y};
+            scope_axpy sa = {&p, n};
+            int c = calls ? calls : (n <= 1000 ? 4000 : n <= 100000 ? 800 : 100);
+            for (int r = -1; r < reps; r++) {
+                double t0 = now_us();
+                for (int k = 0; k < c; k++) {
+                    double a = now_us();
+                    if (tt) {
+                        tt_exec ex;
+                        tt_exec_init(&ex, pool, W);
+                        tt_team_scope(&ex, scope_axpy_fn, &sa);
+                    } else {
+#pragma omp parallel
+                        axpy_part(&p, n, (unsigned)omp_get_thread_num(),
+                                  (unsigned)omp_get_num_threads());
+                    }
+                    if (r >= 0)
+                        sample(&smp, now_us() - a);
+                }
+                if (r >= 0)
+                    rep_us[r] = (now_us() - t0) / c;
+            }
+            char param[32];
+            snprintf(param, sizeof param, "n=%zu", n);
+            report("scope", param, rep_us, reps, &smp);
             free(x);
             free(y);
         }

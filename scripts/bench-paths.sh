@@ -12,6 +12,11 @@
 #     ranges-free   the same on a pool whose shares are declared OpenMP-free
 #                   (tt_pool_attr_set_isolate_shares(false)): <= 1.10x at
 #                   every size
+#     scope         <= 1.10x `omp parallel` with the same split: a token per
+#                   call and a team scope whose one section splits an axpy
+#                   over 10^3, 10^5, 10^6 doubles by rank (at the pool's full
+#                   width the scope's participants are its region's team, not
+#                   isolated: no -free twin)
 #     coexist       <= 1.10x (the application's regions with an idle pool alive)
 #     alternate     <= 1.15x (its regions alternating with pooled calls)
 #     external      <= 1.10x the direct dgemm call at the same width, n = 32..512
@@ -32,7 +37,7 @@
 #                       every 10 ms, started here for the whole run (both sides
 #                       run under it); reported in every row
 #   --wait-policy passive   run both sides under OMP_WAIT_POLICY=passive
-#   --scenarios LIST    comma-separated (default ranges,ranges-free,coexist,alternate,
+#   --scenarios LIST    comma-separated (default ranges,ranges-free,scope,coexist,alternate,
 #                       alternate-free,external,other-thread,other-thread-free)
 #   --runtime R         the application's OpenMP runtime, for both sides (raw
 #                       OpenMP and threadteam): auto (default: the one BENCH_BIN
@@ -60,7 +65,7 @@ LC_ALL=C
 export LC_ALL
 load=none
 policy=default
-scenarios=ranges,ranges-free,coexist,alternate,alternate-free,external,other-thread,other-thread-free
+scenarios=ranges,ranges-free,scope,coexist,alternate,alternate-free,external,other-thread,other-thread-free
 runtime=${BENCH_RUNTIME:-auto}
 while [ $# -gt 0 ]; do
     case $1 in
@@ -193,7 +198,8 @@ if [ -n "$csv" ] && [ -f "$csv" ] && [ "$(head -n 1 "$csv")" != "$header" ]; the
         > "$tmp/csv" && cat "$tmp/csv" > "$csv"
 fi
 for key in "ranges n=1000" "ranges n=100000" "ranges n=1000000" \
-    "ranges-free n=1000" "ranges-free n=100000" "ranges-free n=1000000" "coexist 5us" "alternate 5us" \
+    "ranges-free n=1000" "ranges-free n=100000" "ranges-free n=1000000" \
+    "scope n=1000" "scope n=100000" "scope n=1000000" "coexist 5us" "alternate 5us" \
     "alternate-free 5us" \
     "external n=32" "external n=64" "external n=128" "external n=256" "external n=512" \
     "other-thread steady" "other-thread first" "other-thread-free steady" "other-thread-free first"; do
