@@ -279,7 +279,8 @@ if [ "${PATHS:-0}" = 1 ] && [ -s "$raw_ph" ] && [ -s "$raw_po" ]; then
     date=$(date -u +%Y-%m-%dT%H:%MZ)
     cpus=$(nproc 2>/dev/null || echo 0)
     for key in "ranges n=1000" "ranges n=100000" "ranges n=1000000" \
-        "ranges-free n=1000" "ranges-free n=100000" "ranges-free n=1000000" "coexist 5us" "alternate 5us" \
+        "ranges-free n=1000" "ranges-free n=100000" "ranges-free n=1000000" \
+        "scope n=1000" "scope n=100000" "scope n=1000000" "coexist 5us" "alternate 5us" \
         "alternate-free 5us" "external n=32" "external n=64" "external n=128" "external n=256" \
         "external n=512" "other-thread steady" "other-thread first" "other-thread-free steady" \
         "other-thread-free first"; do
