@@ -863,6 +863,10 @@ typedef struct lead_run {
     unsigned roots, lead_us;
     bool scope; /* tt_team_scope, not tt_fork */
     _Atomic unsigned ran;
+    /* The caller's job is running; and the roots whose other job started
+     * while it ran (the two ran at once, as the order's check needs). */
+    _Atomic bool lead_busy;
+    _Atomic unsigned overlapped;
 } lead_run;
 
 static void lead_job(void *arg, unsigned i, tt_exec *child)
@@ -870,8 +874,20 @@ static void lead_job(void *arg, unsigned i, tt_exec *child)
     (void)child;
     lead_run *l = arg;
     /* Job 0 is task 0, which participant 0 (the caller) runs. */
-    if (i == 0 && l->lead_us)
+    if (i == 0 && l->lead_us) {
+        atomic_store(&l->lead_busy, true);
         tt_spin_us(l->lead_us);
+        atomic_store(&l->lead_busy, false);
+    } else if (i != 0 && l->lead_us >= 100) {
+        /* Wait a little for the caller's job to start (it may start a
+         * wake call later than this one), so that "at once" does not
+         * depend on which thread the runtime let go first. */
+        uint64_t end = tt_now_ns() + 50000;
+        while (!atomic_load(&l->lead_busy) && tt_now_ns() < end)
+            ;
+        if (atomic_load(&l->lead_busy))
+            atomic_fetch_add(&l->overlapped, 1);
+    }
     atomic_fetch_add(&l->ran, 1);
 }
 
@@ -939,22 +955,28 @@ static uint64_t counter_read(int fd)
 
 static bool runtime_is_libomp(void) { return dlsym(RTLD_DEFAULT, "__kmpc_fork_call") != NULL; }
 
-/* The caller's system calls in l->roots roots (best of 3), with what the
- * pool counted late meanwhile. */
+/* The caller's system calls in l->roots roots, with what the pool counted
+ * late meanwhile: the best of 3 runs, judged by the calls beyond those a
+ * late root excuses (one whose member ran out of its wait, the caller
+ * descheduled in its share on a busy machine, is the old order by design:
+ * up to its two wake calls). */
 static uint64_t caller_calls(lead_run *l, int fd, uint64_t *late)
 {
     lead_roots(l, 5); /* the team exists before counting */
     uint64_t best = UINT64_MAX;
-    for (int attempt = 0; attempt < 3 && best > l->roots * 13 / 10; attempt++) {
+    *late = 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
         uint64_t late0 = tt__test_pool_lead_late(l->pool);
         uint64_t c0 = counter_read(fd);
         lead_roots(l, l->roots);
         uint64_t calls = counter_read(fd) - c0 - 1; /* the read itself */
         uint64_t lt = tt__test_pool_lead_late(l->pool) - late0;
-        if (calls < best) {
+        if (best == UINT64_MAX || calls + 2 * *late < best + 2 * lt) {
             best = calls;
             *late = lt;
         }
+        if (best <= l->roots * 13 / 10 + 2 * *late)
+            break;
     }
     return best;
 }
@@ -1004,10 +1026,10 @@ START_TEST(test_caller_not_last_at_region_end)
     tt_pool_destroy(l.pool);
     if (passive)
         return;
-    ck_assert_msg(roots <= l.roots * 13 / 10,
+    ck_assert_msg(roots <= l.roots * 13 / 10 + 2 * late_roots,
                   "the caller made %llu system calls in %u roots (%llu late), best of 3",
                   (unsigned long long)roots, l.roots, (unsigned long long)late_roots);
-    ck_assert_msg(scopes <= l.roots * 13 / 10,
+    ck_assert_msg(scopes <= l.roots * 13 / 10 + 2 * late_scopes,
                   "the caller made %llu system calls in %u scopes (%llu late), best of 3",
                   (unsigned long long)scopes, l.roots, (unsigned long long)late_scopes);
 }
@@ -1016,9 +1038,11 @@ END_TEST
 /* When the members wait for the caller, and when they do not: counted in
  * the pool's lead_late (a member that stopped waiting, the caller still at
  * work). A caller's share of 300 us outlasts the wait (1024 polls, about
- * 20 us) on every root where the order applies. */
+ * 20 us) on every root where the order applies and the member ran while
+ * the caller did (*overlapped: on a busy machine the member may get its CPU
+ * only once the caller is done, and then it has nothing to wait for). */
 static uint64_t lead_late_of(unsigned roots, uint64_t spin_polls, bool oversubscribed,
-                             uint64_t *budget)
+                             uint64_t *budget, unsigned *overlapped)
 {
     tt__test_runnable_hook(true, oversubscribed ? 1000 : 1, 2);
     tt__test_threads_hook(2);
@@ -1033,7 +1057,9 @@ static uint64_t lead_late_of(unsigned roots, uint64_t spin_polls, bool oversubsc
     *budget = tt_pool_spin_polls(l.pool);
     lead_roots(&l, 1);
     uint64_t late0 = tt__test_pool_lead_late(l.pool);
+    atomic_store(&l.overlapped, 0);
     lead_roots(&l, roots);
+    *overlapped = atomic_load(&l.overlapped);
     ck_assert_uint_eq(atomic_load(&l.ran), 2 * (roots + 1));
     uint64_t late = tt__test_pool_lead_late(l.pool) - late0;
     tt_pool_destroy(l.pool);
@@ -1052,18 +1078,19 @@ START_TEST(test_members_wait_for_caller_only_where_it_pays)
      * for the whole 300 us would see the caller done). Under valgrind the
      * polls are too slow to say. */
     uint64_t budget;
-    uint64_t late = lead_late_of(roots, UINT64_MAX, false, &budget);
+    unsigned overlapped;
+    uint64_t late = lead_late_of(roots, UINT64_MAX, false, &budget, &overlapped);
     /* LLVM libomp's barrier wakes only sleepers; a budget of 0 comes from
      * OMP_WAIT_POLICY=passive in the environment. */
     if (runtime_is_libomp() || budget == 0)
         ck_assert_uint_eq(late, 0);
-    else if (!tt_test_quick())
-        ck_assert_msg(late >= roots / 2, "%llu of %u roots late",
-                      (unsigned long long)late, roots);
+    else if (!tt_test_quick() && overlapped >= 8)
+        ck_assert_msg(late >= overlapped / 4, "%llu of %u roots late (%u ran at once)",
+                      (unsigned long long)late, roots, overlapped);
     /* OMP_WAIT_POLICY=passive's budget of 0: no member spins for the caller. */
-    ck_assert_uint_eq(lead_late_of(roots, 0, false, &budget), 0);
+    ck_assert_uint_eq(lead_late_of(roots, 0, false, &budget, &overlapped), 0);
     /* An oversubscribed machine: the barrier alone. */
-    ck_assert_uint_eq(lead_late_of(roots, UINT64_MAX, true, &budget), 0);
+    ck_assert_uint_eq(lead_late_of(roots, UINT64_MAX, true, &budget, &overlapped), 0);
 }
 END_TEST
 #endif
