@@ -369,42 +369,11 @@ int main(int argc, char **argv)
     tt_pool_attr_destroy(pa);
     unsigned W = (unsigned)omp_get_max_threads();
 
-    if (!strcmp(scenario, "ranges")) {
-        for (int s = 0; s < nsizes; s++) {
-            size_t n = sizes[s];
-            double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-            for (size_t i = 0; i < n; i++) {
-                x[i] = (double)i;
-                y[i] = 1.0;
-            }
-            axpy p = {.a = 1e-9, .x = x, .y = y};
-            int c = calls ? calls : (n <= 1000 ? 4000 : n <= 100000 ? 800 : 100);
-            for (int r = -1; r < reps; r++) {
-                double t0 = now_us();
-                for (int k = 0; k < c; k++) {
-                    double a = now_us();
-                    if (tt) {
-                        tt_exec ex;
-                        tt_exec_init(&ex, pool, W);
-                        tt_for_ranges(&ex, n, 1, axpy_body, &p);
-                    } else {
-#pragma omp parallel for schedule(static)
-                        for (size_t i = 0; i < n; i++)
-                            y[i] += p.a * x[i];
-                    }
-                    if (r >= 0)
-                        sample(&smp, now_us() - a);
-                }
-                if (r >= 0)
-                    rep_us[r] = (now_us() - t0) / c;
-            }
-            char param[32];
-            snprintf(param, sizeof param, "n=%zu", n);
-            report("ranges", param, rep_us, reps, &smp);
-            free(x);
-            free(y);
-        }
-    } else if (!strcmp(scenario, "scope")) {
+    if (!strcmp(scenario, "ranges") || !strcmp(scenario, "scope")) {
+        /* The same axpy and timing for both: a tt_for_ranges against `omp
+         * parallel for`, or a team scope of one section against `omp
+         * parallel` with the same split. */
+        bool scope = !strcmp(scenario, "scope");
         for (int s = 0; s < nsizes; s++) {
             size_t n = sizes[s];
             double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
@@ -422,11 +391,18 @@ int main(int argc, char **argv)
                     if (tt) {
                         tt_exec ex;
                         tt_exec_init(&ex, pool, W);
-                        tt_team_scope(&ex, scope_axpy_fn, &sa);
-                    } else {
+                        if (scope)
+                            tt_team_scope(&ex, scope_axpy_fn, &sa);
+                        else
+                            tt_for_ranges(&ex, n, 1, axpy_body, &p);
+                    } else if (scope) {
 #pragma omp parallel
                         axpy_part(&p, n, (unsigned)omp_get_thread_num(),
                                   (unsigned)omp_get_num_threads());
+                    } else {
+#pragma omp parallel for schedule(static)
+                        for (size_t i = 0; i < n; i++)
+                            y[i] += p.a * x[i];
                     }
                     if (r >= 0)
                         sample(&smp, now_us() - a);
@@ -436,7 +412,7 @@ int main(int argc, char **argv)
             }
             char param[32];
             snprintf(param, sizeof param, "n=%zu", n);
-            report("scope", param, rep_us, reps, &smp);
+            report(scenario, param, rep_us, reps, &smp);
             free(x);
             free(y);
         }

@@ -297,11 +297,7 @@ static void region_end(region_run *r, tt__crew *c, unsigned k)
             tt__join_wait(&r->join, &c->team_pol, c->stats);
         return;
     case TT__END_LEAD_FIRST:
-        if (k == 0) {
-            tt__lead_first_done(&r->lead_done);
-            return;
-        }
-        tt__lead_first_wait(&r->lead_done, c->team_pol.spin_polls, c->stats);
+        tt__lead_first_end(&r->lead_done, k, c->team_pol.spin_polls, c->stats);
         return;
     }
 }

@@ -215,6 +215,16 @@ static inline void tt__lead_first_done(_Atomic uint32_t *done)
     atomic_store_explicit(done, 1, memory_order_release);
 }
 void tt__lead_first_wait(_Atomic uint32_t *done, uint64_t spin_polls, tt__wait_stats *stats);
+/* Participant k's part of that order: participant 0 says it is done, the
+ * others wait. */
+static inline void tt__lead_first_end(_Atomic uint32_t *done, unsigned k, uint64_t spin_polls,
+                                      tt__wait_stats *stats)
+{
+    if (k == 0)
+        tt__lead_first_done(done);
+    else
+        tt__lead_first_wait(done, spin_polls, stats);
+}
 
 /* The runnable count in a line of /proc/loadavg (the fourth field's
  * "running" of "running/total"), or -1 for a line that is not one. */

@@ -563,20 +563,25 @@ int tt_pool_wait_counts(const tt_pool *pool, tt_wait_counts *out)
     return TT_OK;
 }
 
+/* One of the pool's wait counters (`off`: its offset in tt__wait_stats),
+ * summed over the pool's own stats and its private crew's. */
+static uint64_t pool_counter(const tt_pool *pool, size_t off)
+{
+    const tt__wait_stats *st = &pool->stats;
+    uint64_t n = atomic_load_explicit((_Atomic uint64_t *)((char *)st + off), memory_order_relaxed);
+    tt__crew *c = tt__pool_crew(pool);
+    if (c && c->stats != st)
+        n += atomic_load_explicit((_Atomic uint64_t *)((char *)c->stats + off),
+                                  memory_order_relaxed);
+    return n;
+}
+
 uint64_t tt__test_pool_spun_polls(const tt_pool *pool)
 {
-    uint64_t n = atomic_load_explicit(&pool->stats.spun_polls, memory_order_relaxed);
-    tt__crew *c = tt__pool_crew(pool);
-    if (c && c->stats != &pool->stats)
-        n += atomic_load_explicit(&c->stats->spun_polls, memory_order_relaxed);
-    return n;
+    return pool_counter(pool, offsetof(tt__wait_stats, spun_polls));
 }
 
 uint64_t tt__test_pool_lead_late(const tt_pool *pool)
 {
-    uint64_t n = atomic_load_explicit(&pool->stats.lead_late, memory_order_relaxed);
-    tt__crew *c = tt__pool_crew(pool);
-    if (c && c->stats != &pool->stats)
-        n += atomic_load_explicit(&c->stats->lead_late, memory_order_relaxed);
-    return n;
+    return pool_counter(pool, offsetof(tt__wait_stats, lead_late));
 }

@@ -602,12 +602,8 @@ static void scope_region_member(void *ctx, unsigned k, unsigned got)
      * whole scope. */
     tt__region_participate(c->crew, k, !c->region_team && c->pool->attr.isolate_shares,
                            scope_participate, &part);
-    if (r->lead_first) {
-        if (k == 0)
-            tt__lead_first_done(&r->lead_done);
-        else
-            tt__lead_first_wait(&r->lead_done, c->pol.spin_polls, c->crew->stats);
-    }
+    if (r->lead_first)
+        tt__lead_first_end(&r->lead_done, k, c->pol.spin_polls, c->crew->stats);
 }
 
 /* A scope of the leader alone (budget 1, a pool of width 1): no member,
