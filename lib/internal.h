@@ -112,6 +112,10 @@ typedef struct tt__wait_stats {
     /* A root's participant stopped waiting for its caller before the end
      * barrier (exec.c, region_end: TT__END_LEAD_FIRST). */
     _Atomic uint64_t lead_late;
+    /* A root scope on the caller's team ended with the leader waiting for
+     * its members to acknowledge the end (team_scope.c, scope_participate:
+     * every order but TT__END_LEAD_FIRST). */
+    _Atomic uint64_t scope_end_joins;
 } tt__wait_stats;
 
 /* How one wait spins before it sleeps. */
@@ -182,6 +186,8 @@ bool tt__test_spin_once(uint64_t spin_polls, bool throttled);
 uint64_t tt__test_pool_spun_polls(const tt_pool *pool);
 /* Test hook: the pool's lead_late counter, the same way. */
 uint64_t tt__test_pool_lead_late(const tt_pool *pool);
+/* Test hook: the pool's scope_end_joins counter, the same way. */
+uint64_t tt__test_pool_scope_end_joins(const tt_pool *pool);
 uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool reset,
                              uint64_t *preemptions, uint64_t *starved_until,
                              uint64_t *spun);

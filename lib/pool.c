@@ -585,3 +585,8 @@ uint64_t tt__test_pool_lead_late(const tt_pool *pool)
 {
     return pool_counter(pool, offsetof(tt__wait_stats, lead_late));
 }
+
+uint64_t tt__test_pool_scope_end_joins(const tt_pool *pool)
+{
+    return pool_counter(pool, offsetof(tt__wait_stats, scope_end_joins));
+}

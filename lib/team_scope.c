@@ -12,8 +12,11 @@
  * section (the first `width` participants run a function, with a barrier
  * of their own), a split (the participants break into groups, each with a
  * sub-control block on the leader's stack, and every group runs its own
- * commands concurrently) and end (the members leave; they return to the
- * pool, or in a persistent team only at tt_team_into_pool).
+ * commands concurrently), end (the members leave; they return to the
+ * pool, or in a persistent team only at tt_team_into_pool) and leave (the
+ * end of a root scope on the caller's team in the caller-first order:
+ * the members leave without reporting, and the region's end barrier is
+ * the join; see scope_participate).
  *
  * The leader writes a command and then bumps the generation with a seq_cst
  * store (tt__event_post): that store releases the command to every member's
@@ -44,7 +47,7 @@ struct tt_section {
 
 static void participate(tt__ctl *c, unsigned rank, uint32_t seen);
 
-enum { CMD_SECTION = 1, CMD_SPLIT, CMD_END };
+enum { CMD_SECTION = 1, CMD_SPLIT, CMD_END, CMD_LEAVE };
 
 typedef struct split_cmd {
     unsigned jobs;      /* parts (split) or jobs (fork)                  */
@@ -447,6 +450,11 @@ static void participate(tt__ctl *c, unsigned rank, uint32_t seen)
         case CMD_END:
             tt__join_done(&c->join, st);
             return;
+        case CMD_LEAVE:
+            /* No report: the leader does not wait for one (the block
+             * lives until the region's end barrier, which every
+             * participant passes after this). */
+            return;
         default:
             /* The header of a command of this generation names a kind the
              * leader never writes: the block was overwritten. */
@@ -556,9 +564,8 @@ typedef struct scope_region {
     unsigned ncpu;
     bool short_team;
     /* The caller reaches the region's end barrier first (exec.c,
-     * region_end, TT__END_LEAD_FIRST): in a line of its own. */
+     * region_end, TT__END_LEAD_FIRST): see scope_participate. */
     bool lead_first;
-    _Atomic uint32_t lead_done TT__ALIGNED;
 } scope_region;
 
 typedef struct scope_part {
@@ -566,6 +573,23 @@ typedef struct scope_part {
     unsigned k;
 } scope_part;
 
+/*
+ * The end of a root scope on the caller's team. Everywhere but in the
+ * caller-first order (exec.c, region_end), the leader ends its members'
+ * part with CMD_END and waits for their reports: that join is its awake
+ * wait (with the scope's policy) before libgomp's barrier, which a
+ * throttled libgomp would make a sleep, and the counter scope_end_joins
+ * says it happened. In the caller-first order the end command itself is
+ * the caller's "done": the leader issues CMD_LEAVE and goes straight to
+ * the barrier, and the members leave on it without reporting. That is one
+ * handoff between the leader's core and a member's where there were three
+ * (end, the members' reports, the caller's "done"); each is a cache-line
+ * transfer, 550 to 600 cycles one way on the development hosts when their
+ * two vCPUs sit far apart (a two-thread ping-pong: 1070 to 1250 cycles a
+ * round trip, against 190 to 340 when they sit close). The block stays
+ * valid: it lives in the leader's frame until the region's end barrier,
+ * which every member passes after its last read of the command.
+ */
 static void scope_participate(void *ctx)
 {
     scope_part *p = ctx;
@@ -574,6 +598,14 @@ static void scope_participate(void *ctx)
     if (p->k == 0) {
         /* The callback is the root's user code on this thread. */
         run_scope_fn(c, r->view, r->fn, r->arg);
+        if (c->size <= 1)
+            return;
+        if (r->lead_first) {
+            issue(c, CMD_LEAVE, 0);
+            return;
+        }
+        if (c->crew->stats)
+            atomic_fetch_add_explicit(&c->crew->stats->scope_end_joins, 1, memory_order_relaxed);
         tt__ctl_end_members(c);
     } else {
         cpu_set_t saved;
@@ -602,8 +634,6 @@ static void scope_region_member(void *ctx, unsigned k, unsigned got)
      * whole scope. */
     tt__region_participate(c->crew, k, !c->region_team && c->pool->attr.isolate_shares,
                            scope_participate, &part);
-    if (r->lead_first)
-        tt__lead_first_end(&r->lead_done, k, c->pol.spin_polls, c->crew->stats);
 }
 
 /* A scope of the leader alone (budget 1, a pool of width 1): no member,
@@ -700,15 +730,9 @@ static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_se
     c.fail = fail;
     scope_region r = {.c = &c, .view = &view, .fn = fn, .arg = arg, .cpus = cpus,
                       .ncpu = s->pin ? pin_cpus(cpus, budget) : 0};
-    /* Only the caller-first order: the participants already leave after
-     * the caller ended the members' part (tt__ctl_end_members), so there is
-     * no participant to wait for at the end; the caller was still the last
-     * arriver on 98 % of scopes (perf, an empty scope in a loop). */
     r.lead_first = budget > 1 && s->pol.spin_polls > 0 &&
                    tt__region_end_order(tt__backend_get()->last_arriver_wakes()) ==
                        TT__END_LEAD_FIRST;
-    if (r.lead_first)
-        atomic_store_explicit(&r.lead_done, 0, memory_order_relaxed);
     tt__backend_get()->region(pool->width, scope_region_member, &r);
     return !r.short_team;
 }
