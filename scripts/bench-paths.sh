@@ -158,6 +158,14 @@ else
     loadname=none
 fi
 scen_list=$(echo "$scenarios" | tr ',' ' ')
+# How far apart the first two CPUs are now (bench/core_distance.c): a
+# handoff between cores costs what this says, and on a host whose CPUs move
+# it changes from minute to minute; printed with the rows.
+distance() {
+    d=$(dirname "$bin")/core_distance
+    if [ -x "$d" ]; then "$d" 2>/dev/null | sed 's/^core_distance: //'; else echo "n/a (core_distance not built)"; fi
+}
+dist_before=$(distance)
 for r in $(seq 1 "$rounds"); do
     if [ $((r % 2)) = 1 ]; then order="omp tt"; else order="tt omp"; fi
     for sys in $order; do
@@ -188,6 +196,7 @@ free_meets() {
 med() { sort -g | awk '{v[NR]=$1} END {if (NR) print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 col() { awk -v s="$1" -v p="$2" -v c="$3" '$2==s && $3==p {print $c}' "$4"; }
 printf 'load %s, wait policy %s, %s rounds, host %s, OpenMP runtime %s\n' "$loadname" "$policy" "$rounds" "$host" "$rtname"
+printf 'cores before the rounds: %s\ncores after the rounds:  %s\n' "$dist_before" "$(distance)"
 printf '%-17s %-10s %10s %10s %7s %10s %10s %7s %7s %7s %8s %s\n' scenario param omp_us tt_us ratio \
     omp_p90 tt_p90 r_p90 rr_med rr_max target verdict
 label=${BENCH_LABEL:-$(git rev-parse --short HEAD 2>/dev/null)}

@@ -60,6 +60,13 @@ raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT INT TERM
 echo "bench-reduce: $rounds rounds x 3 processes, $reps repetitions each, lens $lens, grain $grain"
 echo "bench-reduce: load before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
+# How far apart the first two CPUs are (bench/core_distance.c, beside the
+# program): what a handoff between cores costs now.
+distance() {
+    d=$(dirname "$prog")/core_distance
+    if [ -x "$d" ]; then "$d" 2>/dev/null | sed 's/^core_distance: //'; else echo "n/a (core_distance not built)"; fi
+}
+echo "bench-reduce: cores before: $(distance)"
 r=0
 while [ $r -lt "$rounds" ]; do
     case $((r % 3)) in
@@ -74,6 +81,7 @@ while [ $r -lt "$rounds" ]; do
     echo "bench-reduce: round $r of $rounds done"
 done
 echo "bench-reduce: load after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
+echo "bench-reduce: cores after: $(distance)"
 
 # Quantile q of the sorted values of one (system, len).
 quant() { # system len q
