@@ -148,30 +148,57 @@ static void run_posted(entry *e, task *tasks, unsigned ntasks, const tt__placeme
     }
 }
 
+typedef struct range_entry {
+    entry e;
+    tt_range_fn body;
+    void *arg;
+    size_t len;
+    unsigned ntasks;
+} range_entry;
+
+static void range_body(entry *e, const task *t);
+
 /* A root on the caller's own team: region thread k is member k. The task
  * whose first member is k runs on k directly (no mailbox); the other
  * members of a task's gang part serve their mailboxes for the task's nested
  * entries until the task's owner tells them to stop. The region's own end
  * barrier is the join. */
 typedef struct region_run {
+    /*
+     * The first line: everything a region thread reads of the root when
+     * the root is a plain split of a tt_for_ranges (range_fn set: region
+     * thread k < n runs range k, one member each, nothing nested to serve),
+     * written by the leader just before the region. Copies of e->crew, the
+     * pool's isolate_shares and the entry's body, argument, length and
+     * ledger, so that such a thread reads this one line of the leader's
+     * and not also the entry's, its task's and the role array's (other
+     * lines of the leader's stack): each line a region thread must fetch
+     * from the leader's core costs 50 to 100 ns on the 2-vCPU hosts when
+     * their vCPUs sit close, 250 to 300 ns when they sit far apart
+     * (bench/core_distance), on the path that every root waits for. And a
+     * line the member read is one the leader must take back before its
+     * next root's atomics can complete. With the split read from here,
+     * 20000 roots of tt_for_ranges on 10^3 doubles (OpenMP-free shares,
+     * width 2, vCPUs far apart) took 3.67 to 4.06 us a root (median of 8
+     * alternations 3.88) where they took 4.03 to 4.35 (4.10), against 3.40
+     * to 3.53 for raw `omp parallel for`. Other roots read their task and
+     * entry through the second line.
+     */
+    tt__crew *crew;
+    tt_range_fn range_fn;
+    void *range_arg;
+    size_t range_len;
+    void *ledger;
+    unsigned n;     /* members the root uses: 0..n-1                       */
+    unsigned ntasks;
+    bool iso;
+    uint8_t end; /* enum tt__region_end: who waits for whom (region_end) */
+    bool all_at_once; /* a broadcast: its calls need every thread at once */
+    /* The general path. */
     entry *e;
     task *tasks;
     int *role;      /* role[k]: the task member k starts, or -1: it serves */
-    unsigned n;     /* members the root uses: 0..n-1                       */
-    unsigned ntasks;
-    bool all_at_once; /* a broadcast: its calls need every thread at once */
     bool short_team;
-    /* Copies of e->crew and the pool's isolate_shares, so that a region
-     * thread's first reads are this one cache line, written by the leader
-     * just before the region, and not also the entry's line and the pool's
-     * (which the leader writes per root too: its entry count and spare
-     * crew). Each line a region thread must fetch from the leader's core
-     * costs 50 to 100 ns on the 2-vCPU hosts (a worker reading 8 such
-     * lines made a bare `omp parallel` 0.3 to 0.6 us slower), on the path
-     * that every root's join waits for. */
-    tt__crew *crew;
-    bool iso;
-    uint8_t end; /* enum tt__region_end: who waits for whom (region_end) */
     /* TT__END_LEAD_WAITS: participants 1..n-1 count down, participant 0
      * waits. TT__END_LEAD_FIRST: participant 0 says it is done, the others
      * wait for that. In a line of its own, which only these updates write. */
@@ -183,6 +210,20 @@ typedef struct region_part {
     region_run *r;
     unsigned k;
 } region_part;
+
+/* Participant k's part of a plain split (region_run, range_fn): range k,
+ * read from the root's first line only. The same work as range_body on
+ * task k. */
+static void range_participate(void *ctx)
+{
+    region_part *p = ctx;
+    const region_run *r = p->r;
+    size_t begin, end;
+    tt__range_of(r->range_len, r->ntasks, p->k, &begin, &end);
+    tt__ledger_enter(r->ledger);
+    r->range_fn(r->range_arg, begin, end);
+    tt__ledger_leave(r->ledger);
+}
 
 /* Participant k's part of a root: its task, or serving its task's nested
  * entries. */
@@ -326,7 +367,7 @@ static void region_member(void *ctx, unsigned k, unsigned got)
      * per participant per root, not one per share): the shares, the
      * entries nested in them and the work this member serves for them. */
     region_part part = {r, k};
-    tt__region_participate(c, k, iso, region_participate, &part);
+    tt__region_participate(c, k, iso, r->range_fn ? range_participate : region_participate, &part);
     region_end(r, c, k);
 }
 
@@ -345,6 +386,18 @@ static bool run_region(entry *e, task *tasks, unsigned ntasks, const tt__placeme
     region_run r = {.e = e, .tasks = tasks, .role = role, .n = pl->cnt, .ntasks = ntasks,
                     .all_at_once = all_at_once, .crew = e->crew,
                     .iso = e->pool->attr.isolate_shares, .end = TT__END_BARRIER};
+    if (e->body == range_body && ntasks == pl->cnt) {
+        /* A plain split: task k is range k on region thread k (plan_tasks
+         * maps a full gang part one member per task, in order). */
+        const range_entry *re = (const range_entry *)e;
+        TT__ASSERT(re->ntasks == ntasks);
+        for (unsigned k = 0; k < ntasks; k++)
+            TT__ASSERT(tasks[k].index == k && tasks[k].off == k && tasks[k].cnt == 1);
+        r.range_fn = re->body;
+        r.range_arg = re->arg;
+        r.range_len = re->len;
+        r.ledger = e->ledger;
+    }
     if (pl->cnt > 1 && e->crew->team_pol.spin_polls > 0)
         r.end = (uint8_t)tt__region_end_order(tt__backend_get()->last_arriver_wakes());
     if (r.end == TT__END_LEAD_WAITS)
@@ -600,14 +653,6 @@ int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
 /* ------------------------------------------------------------------------ */
 /* tt_for_ranges                                                             */
 /* ------------------------------------------------------------------------ */
-
-typedef struct range_entry {
-    entry e;
-    tt_range_fn body;
-    void *arg;
-    size_t len;
-    unsigned ntasks;
-} range_entry;
 
 static void range_body(entry *e, const task *t)
 {
