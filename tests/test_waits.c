@@ -1094,13 +1094,14 @@ START_TEST(test_members_wait_for_caller_only_where_it_pays)
     ck_assert_uint_eq(lead_late_of(roots, UINT64_MAX, true, &budget, &overlapped), 0);
 }
 END_TEST
+
 /* The end of a root scope on the caller's team. The leader used to end its
  * members' part with a command whose join it waited for, and then, in the
  * caller-first order, told them once more that it was done: three
  * handoffs between the leader's core and a member's (end, join, done)
  * before libgomp's barrier, each a cache-line transfer (550 to 600 cycles
  * one way on the development hosts when their two vCPUs sit far apart,
- * scripts: a two-thread ping-pong). In that order the end command is now
+ * bench/core_distance). In that order the end command is now
  * the caller's "done": the members leave on it without a join, and the
  * region's end barrier is the join. Counted in the pool's scope_end_joins
  * (a leader that waited for its members' acknowledgment of the end): none
