@@ -237,6 +237,10 @@ static inline void tt__lead_first_end(_Atomic uint32_t *done, unsigned k, uint64
 long tt__loadavg_parse_running(const char *s);
 uint64_t tt__test_runnable_hook(bool on, long running, unsigned cpus);
 uint64_t tt__test_oversub_samples(void);
+/* The caller has just woken threads from a futex and will wait for them
+ * with `pol`: take the oversubscription sample now, while they wake, when
+ * that wait's spin could last long enough to take it (wait.c says why). */
+void tt__wait_woke(const tt__wait_policy *pol);
 uint64_t tt__test_spin_starving(uint64_t spin_polls, uint64_t *starving, uint64_t *preemptions,
                                 uint64_t *starved_until, uint64_t *spun);
 
@@ -252,8 +256,9 @@ typedef struct tt__event {
  * each time the waiter goes to sleep (may be NULL). Returns the new value. */
 uint32_t tt__event_wait_ne(tt__event *ev, uint32_t old, const tt__wait_policy *pol,
                            tt__wait_stats *stats, _Atomic uint64_t *slept_ctr);
-/* Store `value` and wake sleepers, if any. */
-void tt__event_post(tt__event *ev, uint32_t value, tt__wait_stats *stats);
+/* Store `value` and wake sleepers, if any; returns whether it made the
+ * wake call (someone slept or was about to). */
+bool tt__event_post(tt__event *ev, uint32_t value, tt__wait_stats *stats);
 /* Add one to the word (any number of concurrent wakers) and wake sleepers. */
 void tt__event_bump(tt__event *ev, tt__wait_stats *stats);
 

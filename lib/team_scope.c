@@ -103,7 +103,10 @@ static void issue(tt__ctl *c, int kind, uint32_t pending)
     atomic_store_explicit(&c->cmd,
                           (uint64_t)g << 32 | (uint64_t)kind << 24 | (c->width & 0xffffffu),
                           memory_order_relaxed);
-    tt__event_post(&c->gen, g, ctl_stats(c));
+    /* Sleeping members: the join that follows waits at least their wake-up,
+     * so the oversubscription sample its spin would take is taken now. */
+    if (tt__event_post(&c->gen, g, ctl_stats(c)))
+        tt__wait_woke(&c->pol);
 }
 
 static void wait_join(tt__ctl *c)

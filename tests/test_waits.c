@@ -1149,6 +1149,82 @@ START_TEST(test_scope_end_is_the_callers_done)
     ck_assert_uint_eq(scope_end_joins_of(scopes, UINT64_MAX, true, &budget), scopes);
 }
 END_TEST
+/* A section issued to sleeping members: the leader's join waits at least
+ * their wake-up (tens of microseconds), long enough for its spin to take
+ * the oversubscription sample (a /proc/loadavg read) on the path of the
+ * section's end. The leader takes it right after its wake call instead,
+ * before its own part of the section: seen here as a sample counted by the
+ * time the leader's part starts. The runnable count is the test hook's
+ * (not oversubscribed), so the answer changes nothing else. */
+typedef struct woke_run {
+    _Atomic uint64_t at_body; /* samples when the leader's part began */
+    _Atomic unsigned ran;
+} woke_run;
+
+static void woke_section(void *arg, tt_section *s)
+{
+    woke_run *w = arg;
+    if (tt_section_rank(s) == 0)
+        atomic_store(&w->at_body, tt__test_oversub_samples());
+    atomic_fetch_add(&w->ran, 1);
+}
+
+typedef struct woke_scope {
+    woke_run *w;
+    tt_pool *pool;
+    uint64_t before; /* samples just before the section */
+    uint64_t parks;  /* member parks during the sleep */
+} woke_scope;
+
+static void woke_scope_fn(void *arg, tt_scope *scope)
+{
+    woke_scope *ws = arg;
+    tt_wait_counts c0, c1;
+    ck_assert_int_eq(tt_pool_wait_counts(ws->pool, &c0), TT_OK);
+    /* Long enough for the member to spend its budget and sleep. */
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    ck_assert_int_eq(tt_pool_wait_counts(ws->pool, &c1), TT_OK);
+    ws->parks = c1.member_parks - c0.member_parks;
+    /* A fresh window: the next sample is due. */
+    ws->before = tt__test_runnable_hook(true, 1, 2);
+    ck_assert_int_eq(tt_scope_run(scope, woke_section, ws->w), TT_OK);
+}
+
+START_TEST(test_woken_members_sampled_before_join)
+{
+    if (tt_affinity_cpus() < 2)
+        return;
+    tt_pool_attr *a;
+    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
+    /* A budget that spins far past 20 us, and only then sleeps. */
+    ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, 20000), TT_OK);
+    tt_pool *pool;
+    ck_assert_int_eq(tt_pool_create(&pool, a), TT_OK);
+    tt_pool_attr_destroy(a);
+    int checked = 0;
+    for (int tries = 0; tries < 10 && checked < 3; tries++) {
+        woke_run w = {0};
+        woke_scope ws = {.w = &w, .pool = pool};
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, pool, 2), TT_OK);
+        ck_assert_int_eq(tt_team_scope(&ex, woke_scope_fn, &ws), TT_OK);
+        tt_exec_finish(&ex);
+        ck_assert_uint_eq(atomic_load(&w.ran), 2);
+        if (ws.parks == 0)
+            continue; /* the member did not sleep (a slow, instrumented run) */
+        ck_assert_msg(atomic_load(&w.at_body) == ws.before + 1,
+                      "samples before the section %llu, when the leader's part began %llu",
+                      (unsigned long long)ws.before, (unsigned long long)atomic_load(&w.at_body));
+        checked++;
+    }
+    tt__test_runnable_hook(false, 0, 0);
+    tt_pool_destroy(pool);
+    if (!tt_test_quick())
+        ck_assert_msg(checked > 0, "the member never slept in 10 tries");
+}
+END_TEST
 #endif
 
 static Suite *waits_suite(void)
@@ -1175,6 +1251,7 @@ static Suite *waits_suite(void)
     tcase_add_test(pol, test_caller_not_last_at_region_end);
     tcase_add_test(pol, test_members_wait_for_caller_only_where_it_pays);
     tcase_add_test(pol, test_scope_end_is_the_callers_done);
+    tcase_add_test(pol, test_woken_members_sampled_before_join);
 #endif
     return s;
 }
