@@ -1149,6 +1149,7 @@ START_TEST(test_scope_end_is_the_callers_done)
     ck_assert_uint_eq(scope_end_joins_of(scopes, UINT64_MAX, true, &budget), scopes);
 }
 END_TEST
+
 /* A section issued to sleeping members: the leader's join waits at least
  * their wake-up (tens of microseconds), long enough for its spin to take
  * the oversubscription sample (a /proc/loadavg read) on the path of the
