@@ -74,6 +74,7 @@ const tt__backend tt__backend_serial = {
     .in_parallel = serial_in_parallel,
     .confine = serial_confine,
     .isolate = serial_isolate,
+    .complete = serial_isolate,
     .max_threads = serial_max_threads,
     .region = serial_region,
     .places_cpus = serial_places_cpus,

@@ -53,11 +53,16 @@ struct entry {
     void *ledger;
 };
 
+static void run_body(entry *e, const task *t);
+
 static void task_run(tt__work *w, tt__member *m)
 {
     task *t = (task *)w;
     entry *e = t->e;
-    e->body(e, t);
+    /* The member is one thread to OpenMP already (its life's or its
+     * participation's isolation), which outlives this task: run_body
+     * completes the tasks the body generated before the report below. */
+    run_body(e, t);
     /* Last touch of the entry: after this the dispatcher may return. */
     tt__join_done(&e->join, m->crew->stats);
 }

@@ -384,11 +384,19 @@ typedef struct tt__backend {
     /* Run fn(ctx) on the calling thread as one thread to OpenMP: a team of
      * one (omp_get_num_threads() == 1), so that orphaned worksharing and
      * barriers bind to it, explicit tasks run on this thread, and an
-     * `omp parallel` opened inside gets one thread. Costs nothing when the
-     * thread already is one thread to OpenMP (inside an earlier isolate),
-     * a few ICV writes outside every region, and one nested one-thread
+     * `omp parallel` opened inside gets one thread. Every task fn generated
+     * is complete when isolate returns, as at the end of a region of its
+     * own. Costs a taskgroup when the thread already is one thread to
+     * OpenMP inside a team (an earlier isolate, a crew member's life), a
+     * few ICV writes outside every region, and one nested one-thread
      * region inside a wider one (backend_omp.c has the figures). */
     void (*isolate)(void (*fn)(void *ctx), void *ctx);
+    /* Run fn(ctx) and complete every explicit task it generated (and their
+     * descendants) before returning, as the end of a region would: for
+     * user code whose completion the library reports before the team it
+     * runs in ends (a full-width section of a root scope, whose tasks bind
+     * to the root's own region). isolate does the same for shares. */
+    void (*complete)(void (*fn)(void *ctx), void *ctx);
     /* The union of the CPUs of OpenMP's places, when places are defined
      * (OMP_PLACES, or OMP_PROC_BIND, which implies them): false otherwise. */
     bool (*places_cpus)(cpu_set_t *set);

@@ -143,10 +143,18 @@ static void run_section(tt__ctl *c, unsigned rank)
 {
     tt_section s = {.c = c, .rank = rank, .size = c->width, .ledger = c->ledger};
     tt__ledger_enter(c->ledger);
+    section_call k = {c, &s};
     if (c->region_team && c->width == c->size) {
-        c->fn(c->arg, &s);
+        /* The region's team: the tasks it generates bind to the root's
+         * region, whose end is after this section's join; they complete
+         * here, as at the end of the `omp parallel` this section stands
+         * for (unless the owner declared the pool's user code
+         * OpenMP-free). */
+        if (c->pool->attr.isolate_shares)
+            tt__backend_get()->complete(section_thunk, &k);
+        else
+            section_thunk(&k);
     } else {
-        section_call k = {c, &s};
         tt__share_run(c->pool, section_thunk, &k);
     }
     tt__ledger_leave(c->ledger);
@@ -315,10 +323,13 @@ static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
             atomic_store_explicit(&x->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
         }
     }
-    if (sub->size > 1) {
-        issue(sub, CMD_END, sub->size - 1);
-        wait_join(sub);
-    }
+    /* The group's members leave without reporting: each of them reports to
+     * the split's own join on the parent block right after its last read
+     * of this one, and the sub-block lives in split_common's frame until
+     * that join is complete. A join here would be one more handoff from
+     * the members' cores to this one, in series with that join. */
+    if (sub->size > 1)
+        issue(sub, CMD_LEAVE, 0);
 }
 
 /* Participant p's side of a split of c. A split's groups are never their

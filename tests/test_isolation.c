@@ -40,6 +40,7 @@
 typedef struct probe_stats {
     tt_live live;            /* threads in user code at once               */
     _Atomic unsigned probes; /* probe() calls completed                    */
+    _Atomic unsigned late;   /* tasks a probe left for the share's end     */
     _Atomic unsigned bad;    /* violations seen                            */
     char what[160];          /* the first violation                        */
     _Atomic int what_set;
@@ -134,6 +135,9 @@ static void ws_tasks(probe_stats *P, _Atomic unsigned *n, pid_t me)
 }
 #endif
 
+/* Deferred tasks each probe leaves without waiting for them. */
+enum { LATE_TASKS = 4 };
+
 /* Everything an OpenMP kernel may do, from user code in a share. */
 static void probe(probe_stats *P)
 {
@@ -185,6 +189,17 @@ static void probe(probe_stats *P)
     }
     if (threads != 1)
         bad(P, "nested omp parallel num_threads(3) x (2) got %u threads (%u)", threads, 0);
+    /* Tasks left for the end: no taskwait. OpenMP completes them before
+     * the region that generated them ends, and the entry that ran this
+     * share must not return before they ran either (run_all_kinds checks
+     * the count right after it). */
+    for (int i = 0; i < LATE_TASKS; i++) {
+#pragma omp task shared(P)
+        {
+            tt_spin_us(20);
+            atomic_fetch_add(&P->late, 1);
+        }
+    }
 #endif
     tt_live_leave(&P->live);
     atomic_fetch_add(&P->probes, 1);
@@ -362,6 +377,16 @@ static void run_all_kinds(matrix_case *mc)
                      mc->budget, kind_name[k], tt_status_name(rc));
             mc->failures++;
         }
+#ifdef _OPENMP
+        unsigned probes = atomic_load(&P.probes), late = atomic_load(&P.late);
+        if (late != probes * LATE_TASKS) {
+            TT_CHECK(0, "%s, width %u budget %u, %s: %u of the %u tasks that %u shares left "
+                        "behind had run when the entry returned",
+                     mc->path, tt_pool_width(mc->pool), mc->budget, kind_name[k], late,
+                     probes * LATE_TASKS, probes);
+            mc->failures++;
+        }
+#endif
         if (atomic_load(&P.bad) || (unsigned)tt_live_max(&P.live) > cap ||
             (!refused_ok && atomic_load(&P.probes) == 0)) {
             TT_CHECK(0, "%s, width %u budget %u, %s: %u violations (%s), %d threads in user code "
@@ -649,6 +674,166 @@ START_TEST(test_task_enters_same_pool)
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* A nested entry that runs inline completes its tasks                       */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A share's deferred tasks complete before its entry returns: OpenMP runs
+ * them at the latest in the implicit barrier that ends the region that
+ * generated them, and a share is such a region of one thread. On a region
+ * participant the share's isolation ends with that barrier, and outside
+ * every region OpenMP runs a task at once; but a nested entry that runs
+ * inline inside a share (a budget-1 child token, one job) has no region
+ * of its own that ends when it returns, so without care its tasks would
+ * run only when the enclosing share ends, after the caller of the nested
+ * entry had read what they were to write.
+ */
+typedef struct late_ctx {
+    _Atomic unsigned ran;   /* tasks run                                   */
+    _Atomic unsigned shares; /* shares that left tasks behind              */
+    _Atomic unsigned bad;
+} late_ctx;
+
+static void leave_tasks(late_ctx *L)
+{
+#ifdef _OPENMP
+    for (int i = 0; i < LATE_TASKS; i++) {
+#pragma omp task shared(L)
+        {
+            tt_spin_us(10);
+            atomic_fetch_add(&L->ran, 1);
+        }
+    }
+#endif
+    atomic_fetch_add(&L->shares, 1);
+}
+
+static void late_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    (void)child;
+    leave_tasks(arg);
+}
+
+static void late_body(void *arg, size_t b, size_t e)
+{
+    (void)b;
+    (void)e;
+    leave_tasks(arg);
+}
+
+static double late_sum(void *arg, size_t b, size_t e)
+{
+    leave_tasks(arg);
+    return (double)(e - b);
+}
+
+static void late_section(void *arg, tt_section *s)
+{
+    (void)s;
+    leave_tasks(arg);
+}
+
+static void late_scope(void *arg, tt_scope *scope)
+{
+    TT_CHECK(tt_scope_run(scope, late_section, arg) == TT_OK, "late scope's section");
+}
+
+static void late_ext(void *arg, unsigned width)
+{
+    (void)width;
+    leave_tasks(arg);
+}
+
+/* After each nested entry on the child token (budget 1: it runs inline),
+ * every task its shares left has run. The counts are the job's own. */
+static void nested_entries_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    _Atomic unsigned *failures = arg;
+    for (int k = 0; k < 6; k++) {
+        late_ctx L = {0};
+        double sum = 0;
+        tt_exec sub;
+        tt_exec_reborrow(child, &sub);
+        int rc;
+        switch (k) {
+        case 0: rc = tt_fork(&sub, 1, late_job, &L); break;
+        case 1: rc = tt_fork(&sub, 3, late_job, &L); break;
+        case 2: rc = tt_for_ranges(&sub, 4, 1, late_body, &L); break;
+        case 3: rc = tt_reduce_sum_d(&sub, 4, 1, late_sum, &L, &sum); break;
+        case 4: rc = tt_team_scope(&sub, late_scope, &L); break;
+        default: rc = tt_external(&sub, late_ext, &L); break;
+        }
+        TT_CHECK(rc == TT_OK, "nested entry %d: %s", k, tt_strerror(rc));
+        unsigned shares = atomic_load(&L.shares), ran = atomic_load(&L.ran);
+        TT_CHECK(shares > 0, "nested entry %d ran no share", k);
+#ifdef _OPENMP
+        if (ran != shares * LATE_TASKS) {
+            atomic_fetch_add(failures, 1);
+            TT_CHECK(0, "nested entry %d returned with %u of the %u tasks its shares left run", k,
+                     ran, shares * LATE_TASKS);
+        }
+#else
+        (void)ran;
+#endif
+        /* Whatever is still pending runs now, while L lives. */
+#ifdef _OPENMP
+#pragma omp taskwait
+#endif
+    }
+}
+
+/* A full-width section of a root scope is its region's team: its tasks
+ * bind to the root's region, and still complete before tt_scope_run
+ * returns, as at the end of the `omp parallel` the section stands for. */
+static void full_width_scope(void *arg, tt_scope *scope)
+{
+    _Atomic unsigned *failures = arg;
+    for (int r = 0; r < 20; r++) {
+        late_ctx L = {0};
+        int rc = tt_scope_run(scope, late_section, &L);
+        TT_CHECK(rc == TT_OK, "full-width section: %s", tt_strerror(rc));
+        unsigned shares = atomic_load(&L.shares), ran = atomic_load(&L.ran);
+        TT_CHECK(shares == tt_scope_size(scope), "%u of %u ranks ran the section", shares,
+                 tt_scope_size(scope));
+#ifdef _OPENMP
+        if (ran != shares * LATE_TASKS) {
+            atomic_fetch_add(failures, 1);
+            TT_CHECK(0, "a full-width section returned with %u of the %u tasks it left run", ran,
+                     shares * LATE_TASKS);
+        }
+        /* What is still pending must not outlive L: a barrier of the
+         * region (the callback is its master's code) runs it. */
+#pragma omp taskwait
+#endif
+        if (ran != shares * LATE_TASKS)
+            return;
+    }
+}
+
+START_TEST(test_entries_complete_their_tasks)
+{
+    enable_nesting();
+    for (unsigned w = 0; w < sizeof widths / sizeof *widths; w++) {
+        tt_pool *pool = make_pool(widths[w], false);
+        for (int r = 0; r < 5; r++) {
+            _Atomic unsigned failures = 0;
+            tt_exec ex;
+            ck_assert_int_eq(tt_exec_init(&ex, pool, widths[w]), TT_OK);
+            ck_assert_int_eq(tt_fork(&ex, widths[w], nested_entries_job, &failures), TT_OK);
+            ck_assert_uint_eq(atomic_load(&failures), 0);
+            ck_assert_int_eq(tt_exec_init(&ex, pool, widths[w]), TT_OK);
+            ck_assert_int_eq(tt_team_scope(&ex, full_width_scope, &failures), TT_OK);
+            ck_assert_uint_eq(atomic_load(&failures), 0);
+        }
+        ck_assert_int_eq(tt_pool_destroy(pool), TT_OK);
+    }
+    tt_assert_no_failures();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* isolate_shares off: the owner's promise                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -740,6 +925,7 @@ static Suite *isolation_suite(void)
     tcase_add_test(tc, test_icvs_restored);
     tcase_add_test(tc, test_isolate_shares_off);
     tcase_add_test(tc, test_task_enters_same_pool);
+    tcase_add_test(tc, test_entries_complete_their_tasks);
     return s;
 }
 
