@@ -14,9 +14,10 @@
  * sub-control block on the leader's stack, and every group runs its own
  * commands concurrently), end (the members leave; they return to the
  * pool, or in a persistent team only at tt_team_into_pool) and leave (the
- * end of a root scope on the caller's team in the caller-first order:
- * the members leave without reporting, and the region's end barrier is
- * the join; see scope_participate).
+ * members leave without reporting: at the end of a root scope on the
+ * caller's team in the caller-first order, where the region's end barrier
+ * is the join, see scope_participate; and at the end of a split's group,
+ * where the split's own join is, see lead_group).
  *
  * The leader writes a command and then bumps the generation with a seq_cst
  * store (tt__event_post): that store releases the command to every member's
