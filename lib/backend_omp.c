@@ -359,34 +359,69 @@ typedef struct isolate_call {
     void *ctx;
 } isolate_call;
 
+/* A share without a region of its own puts back the ICVs it changed
+ * (internal.h, tt__icvs), so that neither its caller nor the next share
+ * on the thread sees them. Each read is a load from the calling task's
+ * ICV block; together about 5 ns. */
+static void omp_icvs_save(tt__icvs *v)
+{
+    omp_sched_t k;
+    v->nthreads = omp_get_max_threads();
+    v->mal = omp_get_max_active_levels();
+    v->dyn = omp_get_dynamic();
+    v->dev = omp_get_default_device();
+    omp_get_schedule(&k, &v->chunk);
+    v->sched = (int)k;
+}
+
+static void omp_icvs_restore(const tt__icvs *v)
+{
+    tt__icvs now;
+    omp_icvs_save(&now);
+    if (now.nthreads != v->nthreads)
+        omp_set_num_threads(v->nthreads);
+    if (now.mal != v->mal)
+        omp_set_max_active_levels(v->mal);
+    if (now.dyn != v->dyn)
+        omp_set_dynamic(v->dyn);
+    if (now.dev != v->dev)
+        omp_set_default_device(v->dev);
+    if (now.sched != v->sched || now.chunk != v->chunk)
+        omp_set_schedule((omp_sched_t)v->sched, v->chunk);
+}
+
 static void omp_isolate(void (*fn)(void *ctx), void *ctx)
 {
     if (omp_is_one_thread()) {
+        tt__icvs saved;
+        omp_icvs_save(&saved);
         if (omp_get_level() == 0) {
             /* No team: OpenMP runs every task at once. */
             fn(ctx);
-            return;
-        }
-        /* Inside a team of one that outlives this share (a crew member's
-         * life, a participant's part of a root, an enclosing share). Its
-         * deferred tasks would run only at that team's end, after the
-         * share's completion was reported and its caller had gone on;
-         * the taskgroup completes them, and their descendants, here, as
-         * the end of the share's own region would. Measured (GCC 12,
-         * host vm, a loop of 2e6 in a nested team of one): 12 ns when no
-         * task was made (libgomp allocates and frees the group), against
-         * 2 to 2.5 us for a nested region of its own. */
+        } else {
+            /* Inside a team of one that outlives this share (a crew
+             * member's life, a participant's part of a root, an enclosing
+             * share). Its deferred tasks would run only at that team's
+             * end, after the share's completion was reported and its
+             * caller had gone on; the taskgroup completes them, and their
+             * descendants, here, as the end of the share's own region
+             * would. Measured (GCC 12, host vm, a loop of 2e6 in a nested
+             * team of one): 12 ns when no task was made (libgomp allocates
+             * and frees the group), against 2 to 2.5 us for a nested
+             * region of its own. */
 #pragma omp taskgroup
-        fn(ctx);
+            fn(ctx);
+        }
+        omp_icvs_restore(&saved);
         return;
     }
     if (omp_get_level() == 0) {
-        int nt = omp_get_max_threads(), mal = omp_get_max_active_levels();
+        tt__icvs saved;
+        omp_icvs_save(&saved);
         omp_set_num_threads(1);
         omp_set_max_active_levels(0);
         fn(ctx);
-        omp_set_max_active_levels(mal);
-        omp_set_num_threads(nt);
+        omp_icvs_restore(&saved);
         return;
     }
     isolate_call call = {fn, ctx};
@@ -773,6 +808,8 @@ const tt__backend tt__backend_omp = {
     .confine = omp_confine,
     .isolate = omp_isolate,
     .complete = omp_complete,
+    .icvs_save = omp_icvs_save,
+    .icvs_restore = omp_icvs_restore,
     .max_threads = omp_max_threads,
     .region = omp_region,
     .places_cpus = omp_places_cpus,

@@ -6,6 +6,8 @@
  */
 #include "internal.h"
 
+#include <string.h>
+
 static int serial_start(tt__crew *c)
 {
     (void)c;
@@ -20,6 +22,8 @@ static bool serial_in_parallel(void) { return false; }
 static void serial_confine(void) {}
 /* Without OpenMP every thread already is one thread to OpenMP. */
 static void serial_isolate(void (*fn)(void *ctx), void *ctx) { fn(ctx); }
+static void serial_icvs_save(tt__icvs *v) { memset(v, 0, sizeof *v); }
+static void serial_icvs_restore(const tt__icvs *v) { (void)v; }
 static unsigned serial_max_threads(void) { return 1; }
 static unsigned serial_region(unsigned width, tt__region_fn fn, void *ctx)
 {
@@ -75,6 +79,8 @@ const tt__backend tt__backend_serial = {
     .confine = serial_confine,
     .isolate = serial_isolate,
     .complete = serial_isolate,
+    .icvs_save = serial_icvs_save,
+    .icvs_restore = serial_icvs_restore,
     .max_threads = serial_max_threads,
     .region = serial_region,
     .places_cpus = serial_places_cpus,

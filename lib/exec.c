@@ -263,7 +263,11 @@ typedef struct short_part {
 static void short_participate(void *ctx)
 {
     short_part *p = ctx;
+    tt__share_seq seq;
+    tt__share_seq_begin(&seq, p->r->e->pool, p->k + p->got < p->r->ntasks ? 2 : 1);
     for (unsigned j = p->k; j < p->r->ntasks; j += p->got) {
+        if (j != p->k)
+            tt__share_seq_next(&seq);
         task t = p->r->tasks[j];
         t.off = 0;
         t.cnt = 0;
@@ -464,7 +468,11 @@ typedef struct inline_run {
 static void inline_tasks(void *ctx)
 {
     inline_run *r = ctx;
+    tt__share_seq seq;
+    tt__share_seq_begin(&seq, r->e->pool, r->sp->ntasks);
     for (unsigned j = 0; j < r->sp->ntasks; j++) {
+        if (j)
+            tt__share_seq_next(&seq);
         size_t first, sh;
         tt__block(r->sp->budget, r->sp->ntasks, j, &first, &sh);
         task t = {.e = r->e, .index = j, .share = (unsigned)sh};
@@ -623,7 +631,11 @@ static void fork_body(entry *e, const task *t)
     fork_entry *f = (fork_entry *)e;
     size_t first, n;
     tt__block(f->jobs, f->ntasks, t->index, &first, &n);
+    tt__share_seq seq;
+    tt__share_seq_begin(&seq, e->pool, n);
     for (size_t i = first; i < first + n; i++) {
+        if (i != first)
+            tt__share_seq_next(&seq);
         tt_exec child;
         tt__exec *c = tt__x(&child);
         child_of(c, e, t, f->child_flags, f->team);

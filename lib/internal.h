@@ -356,6 +356,14 @@ _Static_assert(sizeof(pthread_t) <= sizeof(uintptr_t), "pthread_t must fit in ui
  * regions; the serial backend has no threads and is always built, so
  * --disable-parallel is the same code with another table. */
 typedef void (*tt__region_fn)(void *ctx, unsigned k, unsigned got);
+/* The ICVs that code in a share can set through the OpenMP API (its
+ * implicit task's data environment, which ends with its region in
+ * OpenMP): nthreads-var, max-active-levels-var, dyn-var,
+ * default-device-var and run-sched-var. */
+typedef struct tt__icvs {
+    int nthreads, mal, dyn, dev, sched, chunk;
+} tt__icvs;
+
 typedef struct tt__backend {
     const char *name;
     /* Start a private crew's threads on a host thread; every member then
@@ -397,6 +405,10 @@ typedef struct tt__backend {
      * runs in ends (a full-width section of a root scope, whose tasks bind
      * to the root's own region). isolate does the same for shares. */
     void (*complete)(void (*fn)(void *ctx), void *ctx);
+    /* Read the calling task's settable ICVs, and put back those that
+     * differ from a reading (tt__share_seq). */
+    void (*icvs_save)(tt__icvs *v);
+    void (*icvs_restore)(const tt__icvs *v);
     /* The union of the CPUs of OpenMP's places, when places are defined
      * (OMP_PLACES, or OMP_PROC_BIND, which implies them): false otherwise. */
     bool (*places_cpus)(cpu_set_t *set);
@@ -652,6 +664,30 @@ static inline void tt__share_run(const tt_pool *pool, void (*fn)(void *ctx), voi
         fn(ctx);
     else
         tt__backend_get()->isolate(fn, ctx);
+}
+
+/* Shares that run one after the other in one isolation (a task's jobs,
+ * the tasks of an inline run or of a short team's thread, a group's split
+ * parts): each starts with the ICVs the first one started with, as it
+ * would in a region of its own, whatever the ones before it set. One
+ * reading before the first (when there is more than one, on a pool that
+ * isolates shares) and a comparison before each next: about 10 ns. */
+typedef struct tt__share_seq {
+    bool on;
+    tt__icvs icv;
+} tt__share_seq;
+
+static inline void tt__share_seq_begin(tt__share_seq *q, const tt_pool *pool, size_t count)
+{
+    q->on = count > 1 && (!pool || pool->attr.isolate_shares);
+    if (q->on)
+        tt__backend_get()->icvs_save(&q->icv);
+}
+
+static inline void tt__share_seq_next(tt__share_seq *q)
+{
+    if (q->on)
+        tt__backend_get()->icvs_restore(&q->icv);
 }
 
 /* Region thread k's part of a root or scope on region crew c: member k of

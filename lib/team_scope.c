@@ -302,7 +302,11 @@ static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
     size_t first, n;
     tt__block(sc->jobs, sc->groups, g, &first, &n);
     sub->leader = pthread_self();
+    tt__share_seq seq;
+    tt__share_seq_begin(&seq, sub->pool, n);
     for (size_t i = first; i < first + n; i++) {
+        if (i != first)
+            tt__share_seq_next(&seq);
         if (sc->split) {
             /* Like a scope's callback, a part is the root's user code on
              * this thread (its sections on this thread count once). */

@@ -911,6 +911,157 @@ START_TEST(test_icvs_restored)
 }
 END_TEST
 
+/*
+ * A share's own ICV changes stay in the share: in OpenMP an implicit task's
+ * omp_set_schedule, omp_set_dynamic, omp_set_default_device,
+ * omp_set_num_threads and omp_set_max_active_levels end with its region.
+ * A share that runs without a region of its own (inline on a thread
+ * outside every region, in a crew member's life-long team of one, nested
+ * inside another share) must not hand them to the application or to the
+ * next share on the same thread.
+ */
+#ifdef _OPENMP
+typedef struct icvs {
+    omp_sched_t sched;
+    int chunk, dyn, dev, nthreads, mal;
+} icvs;
+
+static icvs icvs_now(void)
+{
+    icvs v;
+    omp_get_schedule(&v.sched, &v.chunk);
+    v.dyn = omp_get_dynamic();
+    v.dev = omp_get_default_device();
+    v.nthreads = omp_get_max_threads();
+    v.mal = omp_get_max_active_levels();
+    return v;
+}
+
+static bool icvs_same(const icvs *a, const icvs *b, bool all)
+{
+    return a->sched == b->sched && a->chunk == b->chunk && a->dyn == b->dyn &&
+           a->dev == b->dev && (!all || (a->nthreads == b->nthreads && a->mal == b->mal));
+}
+
+typedef struct icv_round {
+    icvs first[8];      /* what job i saw in the first entry             */
+    _Atomic unsigned differ;
+    int pass;           /* 0: record and change, 1: compare              */
+} icv_round;
+
+static void icv_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)child;
+    icv_round *R = arg;
+    icvs v = icvs_now();
+    if (R->pass == 0) {
+        R->first[i] = v;
+        omp_set_schedule(omp_sched_guided, 13);
+        omp_set_dynamic(!v.dyn);
+        omp_set_default_device(v.dev + 1);
+        omp_set_num_threads(5);
+        omp_set_max_active_levels(4);
+    } else if (!icvs_same(&v, &R->first[i], false)) {
+        atomic_fetch_add(&R->differ, 1);
+    }
+}
+
+static void icv_part(void *arg, unsigned part, tt_scope *sub)
+{
+    (void)sub;
+    icv_job(arg, part, NULL);
+}
+
+static void icv_split_scope(void *arg, tt_scope *scope)
+{
+    icv_round *R = arg;
+    /* Twice as many parts as participants: each group leader runs two. */
+    int rc = tt_scope_split(scope, 2 * tt_scope_size(scope), icv_part, R);
+    TT_CHECK(rc == TT_OK, "icv split: %s", tt_strerror(rc));
+}
+
+/* Two entries of `jobs` jobs (0: a team scope split into parts) on fresh
+ * tokens of `pool` with `budget`, from this thread: the ICVs the caller sees are the same after each, and the
+ * second entry's jobs see what the first entry's saw. */
+static void icv_rounds(tt_pool *pool, unsigned budget, unsigned jobs, const char *where)
+{
+    icvs before = icvs_now();
+    icv_round R;
+    memset(&R, 0, sizeof R);
+    for (R.pass = 0; R.pass < 2; R.pass++) {
+        tt_exec ex;
+        int rc = tt_exec_init(&ex, pool, budget);
+        if (rc == TT_OK)
+            rc = jobs ? tt_fork(&ex, jobs, icv_job, &R) : tt_team_scope(&ex, icv_split_scope, &R);
+        TT_CHECK(rc == TT_OK, "%s: fork: %s", where, tt_strerror(rc));
+        icvs after = icvs_now();
+        TT_CHECK(icvs_same(&after, &before, true),
+                 "%s: a share's ICV changes reached its caller (schedule %d/%d, dynamic %d, "
+                 "device %d, nthreads %d, max-active-levels %d)",
+                 where, (int)after.sched, after.chunk, after.dyn, after.dev, after.nthreads,
+                 after.mal);
+    }
+    TT_CHECK(atomic_load(&R.differ) == 0, "%s: %u shares saw an earlier share's ICV changes",
+             where, atomic_load(&R.differ));
+}
+
+typedef struct icv_nested {
+    tt_pool *pool;
+} icv_nested;
+
+static void icv_nested_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)arg;
+    if (i != 0)
+        return;
+    /* Inside a share: a budget-1 child's entries run inline here. */
+    icvs before = icvs_now();
+    icv_round R;
+    memset(&R, 0, sizeof R);
+    for (R.pass = 0; R.pass < 2; R.pass++) {
+        tt_exec sub;
+        tt_exec_reborrow(child, &sub);
+        int rc = tt_fork(&sub, 2, icv_job, &R);
+        TT_CHECK(rc == TT_OK, "nested inline: fork: %s", tt_strerror(rc));
+        icvs after = icvs_now();
+        TT_CHECK(icvs_same(&after, &before, true),
+                 "nested inline: a share's ICV changes reached the enclosing share");
+    }
+    TT_CHECK(atomic_load(&R.differ) == 0, "nested inline: %u shares saw an earlier share's "
+                                          "ICV changes", atomic_load(&R.differ));
+}
+
+static void *icv_plain_thread(void *arg)
+{
+    icv_rounds(arg, 2, 2, "plain pthread");
+    return NULL;
+}
+#endif
+
+START_TEST(test_share_icvs_stay_in_the_share)
+{
+#ifdef _OPENMP
+    tt_pool *region = make_pool(2, false), *dedicated = make_pool(2, true);
+    icv_rounds(region, 1, 3, "inline, budget 1, main thread");
+    icv_rounds(region, 2, 2, "caller's team");
+    icv_rounds(region, 2, 4, "caller's team, more jobs than budget");
+    icv_rounds(dedicated, 2, 2, "private crew");
+    icv_rounds(dedicated, 2, 4, "private crew, more jobs than budget");
+    icv_rounds(region, 2, 0, "split parts, caller's team");
+    icv_rounds(dedicated, 2, 0, "split parts, private crew");
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, icv_plain_thread, region), 0);
+    pthread_join(t, NULL);
+    tt_exec ex;
+    ck_assert_int_eq(tt_exec_init(&ex, region, 2), TT_OK);
+    ck_assert_int_eq(tt_fork(&ex, 2, icv_nested_job, NULL), TT_OK);
+    ck_assert_int_eq(tt_pool_destroy(dedicated), TT_OK);
+    ck_assert_int_eq(tt_pool_destroy(region), TT_OK);
+    tt_assert_no_failures();
+#endif
+}
+END_TEST
+
 static Suite *isolation_suite(void)
 {
     Suite *s = suite_create("isolation");
@@ -926,6 +1077,7 @@ static Suite *isolation_suite(void)
     tcase_add_test(tc, test_isolate_shares_off);
     tcase_add_test(tc, test_task_enters_same_pool);
     tcase_add_test(tc, test_entries_complete_their_tasks);
+    tcase_add_test(tc, test_share_icvs_stay_in_the_share);
     return s;
 }
 
