@@ -442,44 +442,118 @@ tt_exec *tt_scope_reborrow(tt_scope *scope, tt_exec *child)
 /* Members' loop                                                             */
 /* ------------------------------------------------------------------------ */
 
-static void participate(tt__ctl *c, unsigned rank, uint32_t seen)
+static int cmd_kind(uint64_t cmd) { return (int)(cmd >> 24 & 0xffu); }
+static unsigned cmd_width(uint64_t cmd) { return (unsigned)(cmd & 0xffffffu); }
+
+/* Wait for the next command of c after generation `*seen`. */
+static uint64_t next_cmd(tt__ctl *c, uint32_t *seen, tt__wait_stats *st)
 {
-    tt__wait_stats *st = ctl_stats(c);
     for (;;) {
         /* A reserved member that sleeps here stays reserved: only an end
          * command releases it. */
-        seen = tt__event_wait_ne(&c->gen, seen, &c->pol, st, st ? &st->member_parks : NULL);
+        *seen = tt__event_wait_ne(&c->gen, *seen, &c->pol, st, st ? &st->member_parks : NULL);
         uint64_t cmd = atomic_load_explicit(&c->cmd, memory_order_acquire);
-        if ((uint32_t)(cmd >> 32) != seen)
-            continue; /* a newer command is being issued: not one of ours */
-        unsigned width = (unsigned)(cmd & 0xffffffu);
-        switch ((int)(cmd >> 24 & 0xffu)) {
-        case CMD_SECTION:
-            if (rank < width) {
-                run_section(c, rank);
-                tt__join_done(&c->join, st);
-            }
-            break;
-        case CMD_SPLIT:
-            if (rank < width) {
-                split_part(c, rank);
-                tt__join_done(&c->join, st);
-            }
-            break;
-        case CMD_END:
+        if ((uint32_t)(cmd >> 32) == *seen)
+            return cmd;
+        /* a newer command is being issued: not one of ours */
+    }
+}
+
+/* Run one command as participant `rank`; false when it ends the
+ * participation (end, leave). */
+static bool run_cmd(tt__ctl *c, unsigned rank, uint64_t cmd, tt__wait_stats *st)
+{
+    unsigned width = cmd_width(cmd);
+    switch (cmd_kind(cmd)) {
+    case CMD_SECTION:
+        if (rank < width) {
+            run_section(c, rank);
             tt__join_done(&c->join, st);
-            return;
-        case CMD_LEAVE:
-            /* No report: the leader does not wait for one (the block
-             * lives until the region's end barrier, which every
-             * participant passes after this). */
-            return;
-        default:
-            /* The header of a command of this generation names a kind the
-             * leader never writes: the block was overwritten. */
-            TT__INVARIANT(false, "scope: a command of unknown kind");
-            break;
         }
+        return true;
+    case CMD_SPLIT:
+        if (rank < width) {
+            split_part(c, rank);
+            tt__join_done(&c->join, st);
+        }
+        return true;
+    case CMD_END:
+        tt__join_done(&c->join, st);
+        return false;
+    case CMD_LEAVE:
+        /* No report: the leader does not wait for one (the block lives
+         * until the region's end barrier, or the split's join, which this
+         * participant reaches after this). */
+        return false;
+    default:
+        /* The header of a command of this generation names a kind the
+         * leader never writes: the block was overwritten. */
+        TT__INVARIANT(false, "scope: a command of unknown kind");
+        return true;
+    }
+}
+
+/*
+ * A member of a scope that is its region's whole team runs at the region's
+ * level, where full-width sections need it; every other command it takes
+ * part in (a split part, a section narrower than the scope) is user code
+ * that must be one thread to OpenMP, and a nested one-thread region costs
+ * libgomp two futex wakes at its end (placement.md: about 2.2 us on host
+ * vm). Opened per command, that end sat between the member's last share
+ * and its report, on the path the leader's join waits for. So the member
+ * opens one such region when the first of those commands comes, and stays
+ * in it, serving, until a command needs the region's level again (a
+ * full-width section, end, leave), which it then runs outside. Each share
+ * inside still ends as one of its own would (backend isolate's fast path:
+ * its tasks complete, its ICV changes are put back) before its report.
+ * The leader's own part of a split keeps its one isolation per split: the
+ * callback it returns to runs at the region's level.
+ */
+static bool cmd_stays_isolated(const tt__ctl *c, unsigned rank, uint64_t cmd)
+{
+    int kind = cmd_kind(cmd);
+    unsigned width = cmd_width(cmd);
+    if (kind == CMD_SPLIT)
+        return true;
+    if (kind == CMD_SECTION)
+        return rank >= width || width < c->size;
+    return false;
+}
+
+typedef struct iso_serve_ctx {
+    tt__ctl *c;
+    unsigned rank;
+    uint32_t seen;
+    uint64_t cmd; /* in: the first command; out: the one that ended it */
+} iso_serve_ctx;
+
+static void iso_serve(void *ctx)
+{
+    iso_serve_ctx *k = ctx;
+    tt__wait_stats *st = ctl_stats(k->c);
+    do {
+        (void)run_cmd(k->c, k->rank, k->cmd, st);
+        k->cmd = next_cmd(k->c, &k->seen, st);
+    } while (cmd_stays_isolated(k->c, k->rank, k->cmd));
+}
+
+static void participate(tt__ctl *c, unsigned rank, uint32_t seen)
+{
+    tt__wait_stats *st = ctl_stats(c);
+    bool serve_isolated = c->region_team && c->pool->attr.isolate_shares;
+    uint64_t cmd = next_cmd(c, &seen, st);
+    for (;;) {
+        if (serve_isolated && cmd_stays_isolated(c, rank, cmd) &&
+            !(cmd_kind(cmd) == CMD_SECTION && rank >= cmd_width(cmd))) {
+            iso_serve_ctx k = {c, rank, seen, cmd};
+            tt__backend_get()->isolate(iso_serve, &k);
+            seen = k.seen;
+            cmd = k.cmd;
+            continue;
+        }
+        if (!run_cmd(c, rank, cmd, st))
+            return;
+        cmd = next_cmd(c, &seen, st);
     }
 }
 

@@ -833,6 +833,92 @@ START_TEST(test_entries_complete_their_tasks)
 }
 END_TEST
 
+/* A region-team scope's members stay in one isolation across the commands
+ * that need it (split parts, narrower sections) and leave it for the ones
+ * that need the region (full-width sections, the end): mixing them, each
+ * still sees what it must, and each one's tasks are done at its end. */
+typedef struct mixed {
+    spmd *S;
+    late_ctx L;
+    _Atomic unsigned bad, narrow_runs;
+} mixed;
+
+static void mixed_narrow(void *arg, tt_section *s)
+{
+    (void)s;
+    mixed *M = arg;
+#ifdef _OPENMP
+    if (omp_get_num_threads() != 1 || omp_get_thread_num() != 0)
+        atomic_fetch_add(&M->bad, 1);
+#endif
+    leave_tasks(&M->L);
+    atomic_fetch_add(&M->narrow_runs, 1);
+}
+
+static void mixed_part(void *arg, unsigned part, tt_scope *sub)
+{
+    (void)part;
+    int rc = tt_scope_run(sub, mixed_narrow, arg);
+    TT_CHECK(rc == TT_OK, "mixed part's section: %s", tt_strerror(rc));
+}
+
+static void ttomp_mixed_scope(void *arg, tt_scope *scope)
+{
+    mixed *M = arg;
+    unsigned size = tt_scope_size(scope);
+    for (int r = 0; r < 30; r++) {
+        int rc = TT_OK;
+        switch (r % 4) {
+        case 0:
+            rc = tt_scope_run(scope, ttomp_spmd_section, M->S);
+            break;
+        case 1:
+            rc = tt_scope_split(scope, 1 + (unsigned)r % size, mixed_part, M);
+            break;
+        case 2:
+            if (size > 2)
+                rc = tt_scope_run_with(scope, size - 1, mixed_narrow, M);
+            else
+                rc = tt_scope_split(scope, size, mixed_part, M);
+            break;
+        default:
+            rc = tt_scope_split(scope, 2 * size, mixed_part, M);
+            break;
+        }
+        TT_CHECK(rc == TT_OK, "mixed command %d: %s", r % 4, tt_strerror(rc));
+#ifdef _OPENMP
+        unsigned ran = atomic_load(&M->L.ran), shares = atomic_load(&M->L.shares);
+        if (ran != shares * LATE_TASKS)
+            atomic_fetch_add(&M->bad, 1);
+#endif
+    }
+}
+
+START_TEST(test_region_team_mixed_commands)
+{
+    for (unsigned w = 0; w < sizeof widths / sizeof *widths; w++) {
+        tt_pool *p = make_pool(widths[w], false);
+        unsigned width = tt_pool_width(p);
+        for (int rep = 0; rep < 5; rep++) {
+            mixed M;
+            memset(&M, 0, sizeof M);
+            M.S = calloc(1, sizeof *M.S);
+            tt_exec ex;
+            ck_assert_int_eq(tt_exec_init(&ex, p, width), TT_OK);
+            ck_assert_int_eq(tt_team_scope(&ex, ttomp_mixed_scope, &M), TT_OK);
+            ck_assert_uint_eq(atomic_load(&M.bad), 0);
+            ck_assert_uint_eq(atomic_load(&M.S->bad), 0);
+            ck_assert_uint_gt(atomic_load(&M.narrow_runs), 0);
+            for (int i = 0; i < 1000; i++)
+                ck_assert_uint_eq(atomic_load(&M.S->iters[i]), 8);
+            free(M.S);
+        }
+        ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+    }
+    tt_assert_no_failures();
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* isolate_shares off: the owner's promise                                   */
 /* ------------------------------------------------------------------------ */
@@ -1073,6 +1159,7 @@ static Suite *isolation_suite(void)
     tcase_add_test(tc, test_matrix_width1_pool);
     tcase_add_test(tc, test_matrix_persistent_team);
     tcase_add_test(tc, test_full_width_section_is_the_team);
+    tcase_add_test(tc, test_region_team_mixed_commands);
     tcase_add_test(tc, test_icvs_restored);
     tcase_add_test(tc, test_isolate_shares_off);
     tcase_add_test(tc, test_task_enters_same_pool);
