@@ -507,7 +507,11 @@ static bool run_cmd(tt__ctl *c, unsigned rank, uint64_t cmd, tt__wait_stats *st)
  * inside still ends as one of its own would (backend isolate's fast path:
  * its tasks complete, its ICV changes are put back) before its report.
  * The leader's own part of a split keeps its one isolation per split: the
- * callback it returns to runs at the region's level.
+ * callback it returns to runs at the region's level. Measured against the
+ * commit before (host vm, width 2, alternating processes): futex calls per
+ * split of an empty section 4 -> 2 (strace -c), a loop of such splits 0.95
+ * of its time (10 pairs, 5.60 -> 5.23 us), wait_scenarios' nested rows
+ * 0.98 to 0.99 (6 rounds; their 20 us sections dilute it).
  */
 static bool cmd_stays_isolated(const tt__ctl *c, unsigned rank, uint64_t cmd)
 {
