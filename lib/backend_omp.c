@@ -372,6 +372,7 @@ static void omp_icvs_save(tt__icvs *v)
     v->dev = omp_get_default_device();
     omp_get_schedule(&k, &v->chunk);
     v->sched = (int)k;
+    v->alloc = (uintptr_t)omp_get_default_allocator();
 }
 
 static void omp_icvs_restore(const tt__icvs *v)
@@ -388,6 +389,8 @@ static void omp_icvs_restore(const tt__icvs *v)
         omp_set_default_device(v->dev);
     if (now.sched != v->sched || now.chunk != v->chunk)
         omp_set_schedule((omp_sched_t)v->sched, v->chunk);
+    if (now.alloc != v->alloc)
+        omp_set_default_allocator((omp_allocator_handle_t)v->alloc);
 }
 
 static void omp_isolate(void (*fn)(void *ctx), void *ctx)

@@ -359,9 +359,10 @@ typedef void (*tt__region_fn)(void *ctx, unsigned k, unsigned got);
 /* The ICVs that code in a share can set through the OpenMP API (its
  * implicit task's data environment, which ends with its region in
  * OpenMP): nthreads-var, max-active-levels-var, dyn-var,
- * default-device-var and run-sched-var. */
+ * default-device-var, run-sched-var and def-allocator-var. */
 typedef struct tt__icvs {
     int nthreads, mal, dyn, dev, sched, chunk;
+    uintptr_t alloc;
 } tt__icvs;
 
 typedef struct tt__backend {

@@ -1000,7 +1000,8 @@ END_TEST
 /*
  * A share's own ICV changes stay in the share: in OpenMP an implicit task's
  * omp_set_schedule, omp_set_dynamic, omp_set_default_device,
- * omp_set_num_threads and omp_set_max_active_levels end with its region.
+ * omp_set_num_threads, omp_set_max_active_levels and
+ * omp_set_default_allocator end with its region.
  * A share that runs without a region of its own (inline on a thread
  * outside every region, in a crew member's life-long team of one, nested
  * inside another share) must not hand them to the application or to the
@@ -1010,6 +1011,7 @@ END_TEST
 typedef struct icvs {
     omp_sched_t sched;
     int chunk, dyn, dev, nthreads, mal;
+    omp_allocator_handle_t alloc;
 } icvs;
 
 static icvs icvs_now(void)
@@ -1020,13 +1022,14 @@ static icvs icvs_now(void)
     v.dev = omp_get_default_device();
     v.nthreads = omp_get_max_threads();
     v.mal = omp_get_max_active_levels();
+    v.alloc = omp_get_default_allocator();
     return v;
 }
 
 static bool icvs_same(const icvs *a, const icvs *b, bool all)
 {
     return a->sched == b->sched && a->chunk == b->chunk && a->dyn == b->dyn &&
-           a->dev == b->dev && (!all || (a->nthreads == b->nthreads && a->mal == b->mal));
+           a->dev == b->dev && a->alloc == b->alloc && (!all || (a->nthreads == b->nthreads && a->mal == b->mal));
 }
 
 typedef struct icv_round {
@@ -1047,6 +1050,8 @@ static void icv_job(void *arg, unsigned i, tt_exec *child)
         omp_set_default_device(v.dev + 1);
         omp_set_num_threads(5);
         omp_set_max_active_levels(4);
+        omp_set_default_allocator(v.alloc == omp_low_lat_mem_alloc ? omp_default_mem_alloc
+                                                                   : omp_low_lat_mem_alloc);
     } else if (!icvs_same(&v, &R->first[i], false)) {
         atomic_fetch_add(&R->differ, 1);
     }
