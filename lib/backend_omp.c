@@ -363,6 +363,9 @@ typedef struct isolate_call {
  * (internal.h, tt__icvs), so that neither its caller nor the next share
  * on the thread sees them. Each read is a load from the calling task's
  * ICV block; together about 5 ns. */
+static omp_allocator_handle_t rt_get_default_allocator(void);
+static void rt_set_default_allocator(omp_allocator_handle_t h);
+
 static void omp_icvs_save(tt__icvs *v)
 {
     omp_sched_t k;
@@ -372,7 +375,8 @@ static void omp_icvs_save(tt__icvs *v)
     v->dev = omp_get_default_device();
     omp_get_schedule(&k, &v->chunk);
     v->sched = (int)k;
-    v->alloc = (uintptr_t)omp_get_default_allocator();
+    /* In the runtime that answers the other calls (rt_alloc_resolve). */
+    v->alloc = (uintptr_t)rt_get_default_allocator();
 }
 
 static void omp_icvs_restore(const tt__icvs *v)
@@ -390,7 +394,7 @@ static void omp_icvs_restore(const tt__icvs *v)
     if (now.sched != v->sched || now.chunk != v->chunk)
         omp_set_schedule((omp_sched_t)v->sched, v->chunk);
     if (now.alloc != v->alloc)
-        omp_set_default_allocator((omp_allocator_handle_t)v->alloc);
+        rt_set_default_allocator((omp_allocator_handle_t)v->alloc);
 }
 
 static void omp_isolate(void (*fn)(void *ctx), void *ctx)
