@@ -34,6 +34,7 @@
 #include "tt_test.h"
 
 #ifdef _OPENMP
+#include <dlfcn.h>
 #include <omp.h>
 #endif
 
@@ -192,9 +193,10 @@ static void probe(probe_stats *P)
     /* Tasks left for the end: no taskwait. OpenMP completes them before
      * the region that generated them ends, and the entry that ran this
      * share must not return before they ran either (run_all_kinds checks
-     * the count right after it). */
+     * the count right after it). They outlive this frame: the pointer is
+     * copied into each task (firstprivate), not referred to. */
     for (int i = 0; i < LATE_TASKS; i++) {
-#pragma omp task shared(P)
+#pragma omp task firstprivate(P)
         {
             tt_spin_us(20);
             atomic_fetch_add(&P->late, 1);
@@ -698,7 +700,7 @@ static void leave_tasks(late_ctx *L)
 {
 #ifdef _OPENMP
     for (int i = 0; i < LATE_TASKS; i++) {
-#pragma omp task shared(L)
+#pragma omp task firstprivate(L)
         {
             tt_spin_us(10);
             atomic_fetch_add(&L->ran, 1);
@@ -1008,6 +1010,28 @@ END_TEST
  * next share on the same thread.
  */
 #ifdef _OPENMP
+/* The allocator routines of the application's runtime: a GCC-built test
+ * names them at libgomp's symbol version OMP_5.0.1, which LLVM libomp does
+ * not define, so under check-libomp-app a direct call would bind to
+ * libgomp while the application's runtime (preloaded first) is libomp.
+ * The library resolves them the same way (backend_omp.c). */
+static omp_allocator_handle_t app_get_default_allocator(void)
+{
+    omp_allocator_handle_t (*get)(void) =
+        (omp_allocator_handle_t(*)(void))dlsym(RTLD_DEFAULT, "omp_get_default_allocator");
+    return get ? get() : omp_get_default_allocator();
+}
+
+static void app_set_default_allocator(omp_allocator_handle_t h)
+{
+    void (*set)(omp_allocator_handle_t) =
+        (void (*)(omp_allocator_handle_t))dlsym(RTLD_DEFAULT, "omp_set_default_allocator");
+    if (set)
+        set(h);
+    else
+        omp_set_default_allocator(h);
+}
+
 typedef struct icvs {
     omp_sched_t sched;
     int chunk, dyn, dev, nthreads, mal;
@@ -1022,7 +1046,7 @@ static icvs icvs_now(void)
     v.dev = omp_get_default_device();
     v.nthreads = omp_get_max_threads();
     v.mal = omp_get_max_active_levels();
-    v.alloc = omp_get_default_allocator();
+    v.alloc = app_get_default_allocator();
     return v;
 }
 
@@ -1050,7 +1074,7 @@ static void icv_job(void *arg, unsigned i, tt_exec *child)
         omp_set_default_device(v.dev + 1);
         omp_set_num_threads(5);
         omp_set_max_active_levels(4);
-        omp_set_default_allocator(v.alloc == omp_low_lat_mem_alloc ? omp_default_mem_alloc
+        app_set_default_allocator(v.alloc == omp_low_lat_mem_alloc ? omp_default_mem_alloc
                                                                    : omp_low_lat_mem_alloc);
     } else if (!icvs_same(&v, &R->first[i], false)) {
         atomic_fetch_add(&R->differ, 1);
