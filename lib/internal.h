@@ -659,9 +659,14 @@ static inline bool tt__pool_external_callee(const tt_pool *p)
  * OpenMP (tt__backend.isolate), unless the pool's owner promised that its
  * shares make no OpenMP call (tt_pool_attr_set_isolate_shares). A serial
  * token (pool NULL) is isolated too. */
+static inline bool tt__pool_isolates(const tt_pool *pool)
+{
+    return !pool || pool->attr.isolate_shares;
+}
+
 static inline void tt__share_run(const tt_pool *pool, void (*fn)(void *ctx), void *ctx)
 {
-    if (pool && !pool->attr.isolate_shares)
+    if (!tt__pool_isolates(pool))
         fn(ctx);
     else
         tt__backend_get()->isolate(fn, ctx);
@@ -680,7 +685,7 @@ typedef struct tt__share_seq {
 
 static inline void tt__share_seq_begin(tt__share_seq *q, const tt_pool *pool, size_t count)
 {
-    q->on = count > 1 && (!pool || pool->attr.isolate_shares);
+    q->on = count > 1 && tt__pool_isolates(pool);
     if (q->on)
         tt__backend_get()->icvs_save(&q->icv);
 }

@@ -151,7 +151,7 @@ static void run_section(tt__ctl *c, unsigned rank)
          * here, as at the end of the `omp parallel` this section stands
          * for (unless the owner declared the pool's user code
          * OpenMP-free). */
-        if (c->pool->attr.isolate_shares)
+        if (tt__pool_isolates(c->pool))
             tt__backend_get()->complete(section_thunk, &k);
         else
             section_thunk(&k);
@@ -513,15 +513,22 @@ static bool run_cmd(tt__ctl *c, unsigned rank, uint64_t cmd, tt__wait_stats *st)
  * of its time (10 pairs, 5.60 -> 5.23 us), wait_scenarios' nested rows
  * 0.98 to 0.99 (6 rounds; their 20 us sections dilute it).
  */
-static bool cmd_stays_isolated(const tt__ctl *c, unsigned rank, uint64_t cmd)
+/* Whether `rank` runs user code for cmd that must be one thread to
+ * OpenMP: a split part, or a section narrower than the scope. */
+static bool cmd_isolated_share(const tt__ctl *c, unsigned rank, uint64_t cmd)
 {
     int kind = cmd_kind(cmd);
     unsigned width = cmd_width(cmd);
-    if (kind == CMD_SPLIT)
-        return true;
-    if (kind == CMD_SECTION)
-        return rank >= width || width < c->size;
-    return false;
+    return rank < width && (kind == CMD_SPLIT || (kind == CMD_SECTION && width < c->size));
+}
+
+/* Whether a member in its kept isolation may stay in it for cmd: an
+ * isolated share, or a section or split this rank sits out. */
+static bool cmd_stays_isolated(const tt__ctl *c, unsigned rank, uint64_t cmd)
+{
+    int kind = cmd_kind(cmd);
+    return cmd_isolated_share(c, rank, cmd) ||
+           ((kind == CMD_SECTION || kind == CMD_SPLIT) && rank >= cmd_width(cmd));
 }
 
 typedef struct iso_serve_ctx {
@@ -544,11 +551,10 @@ static void iso_serve(void *ctx)
 static void participate(tt__ctl *c, unsigned rank, uint32_t seen)
 {
     tt__wait_stats *st = ctl_stats(c);
-    bool serve_isolated = c->region_team && c->pool->attr.isolate_shares;
+    bool serve_isolated = c->region_team && tt__pool_isolates(c->pool);
     uint64_t cmd = next_cmd(c, &seen, st);
     for (;;) {
-        if (serve_isolated && cmd_stays_isolated(c, rank, cmd) &&
-            !(cmd_kind(cmd) == CMD_SECTION && rank >= cmd_width(cmd))) {
+        if (serve_isolated && cmd_isolated_share(c, rank, cmd)) {
             iso_serve_ctx k = {c, rank, seen, cmd};
             tt__backend_get()->isolate(iso_serve, &k);
             seen = k.seen;
@@ -729,7 +735,7 @@ static void scope_region_member(void *ctx, unsigned k, unsigned got)
      * team (run_section), and each participant stays at the region's level,
      * confined. Otherwise each participant is one thread to OpenMP for the
      * whole scope. */
-    tt__region_participate(c->crew, k, !c->region_team && c->pool->attr.isolate_shares,
+    tt__region_participate(c->crew, k, !c->region_team && tt__pool_isolates(c->pool),
                            scope_participate, &part);
 }
 
