@@ -139,6 +139,22 @@ static void ws_tasks(probe_stats *P, _Atomic unsigned *n, pid_t me)
 /* Deferred tasks each probe leaves without waiting for them. */
 enum { LATE_TASKS = 4 };
 
+#ifdef _OPENMP
+/* Leave LATE_TASKS deferred tasks, each spinning `us` and then counting
+ * itself in *ran, without waiting for them. They outlive the caller's
+ * frame: the pointer is copied into each task (firstprivate). */
+static void leave_late_tasks(_Atomic unsigned *ran, unsigned us)
+{
+    for (int i = 0; i < LATE_TASKS; i++) {
+#pragma omp task firstprivate(ran, us)
+        {
+            tt_spin_us(us);
+            atomic_fetch_add(ran, 1);
+        }
+    }
+}
+#endif
+
 /* Everything an OpenMP kernel may do, from user code in a share. */
 static void probe(probe_stats *P)
 {
@@ -193,15 +209,8 @@ static void probe(probe_stats *P)
     /* Tasks left for the end: no taskwait. OpenMP completes them before
      * the region that generated them ends, and the entry that ran this
      * share must not return before they ran either (run_all_kinds checks
-     * the count right after it). They outlive this frame: the pointer is
-     * copied into each task (firstprivate), not referred to. */
-    for (int i = 0; i < LATE_TASKS; i++) {
-#pragma omp task firstprivate(P)
-        {
-            tt_spin_us(20);
-            atomic_fetch_add(&P->late, 1);
-        }
-    }
+     * the count right after it). */
+    leave_late_tasks(&P->late, 20);
 #endif
     tt_live_leave(&P->live);
     atomic_fetch_add(&P->probes, 1);
@@ -699,13 +708,7 @@ typedef struct late_ctx {
 static void leave_tasks(late_ctx *L)
 {
 #ifdef _OPENMP
-    for (int i = 0; i < LATE_TASKS; i++) {
-#pragma omp task firstprivate(L)
-        {
-            tt_spin_us(10);
-            atomic_fetch_add(&L->ran, 1);
-        }
-    }
+    leave_late_tasks(&L->ran, 10);
 #endif
     atomic_fetch_add(&L->shares, 1);
 }
