@@ -55,7 +55,7 @@
 
 typedef struct cg {
     size_t n, len;       /* grid side, unknowns */
-    size_t grain, nb;    /* reduction grain and blocks (tt_reduce_blocks) */
+    size_t grain, nb;    /* reduction grain and blocks (nb = len / grain) */
     double *x, *r, *p, *q;
     double blk[NBLK];    /* block partial sums (omp solver) */
     double alpha, beta, rr, rr_new;
@@ -325,7 +325,7 @@ int main(int argc, char **argv)
     s.n = n;
     s.len = n * n;
     s.grain = (s.len + NBLK - 1) / NBLK;
-    s.nb = tt_reduce_blocks(s.len, s.grain); /* tt_reduce_sum_d's block count, <= NBLK */
+    s.nb = s.len / s.grain; /* tt_reduce_sum_d's block count, <= NBLK */
     s.x = malloc(s.len * sizeof(double));
     s.r = malloc(s.len * sizeof(double));
     s.p = malloc(s.len * sizeof(double));

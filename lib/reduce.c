@@ -8,26 +8,10 @@
  * s (1, 2, 4, ...) partial b absorbs partial b + s for every multiple b of
  * 2s with b + s < nb. A task does every combination of the tree whose
  * blocks all lie in its own run (bottom-up, so both operands are complete)
- * and marks it in its slot (the number of levels combined into P[b]); the
+ * and marks it in done[b] (the number of levels combined into P[b]); the
  * caller then walks the same tree and does the combinations not marked.
  * Each combination is done exactly once, with the same operands in the
  * same order whatever the task split: the result cannot depend on it.
- *
- * The block count is len / grain rounded down to the nearest 2^k or 3 * 2^k
- * (tt_reduce_blocks). A block count that the team's width divides gives
- * every task the same work; with len / grain as it comes, a sum of 10^4
- * doubles at grain 2048 had 5 blocks, 3 on one thread and 2 on the other,
- * and took 1.26 times as long as `omp parallel for reduction(+:s)` at 2
- * threads, which splits 5000 and 5000 (reduce-vm-free.txt). Budgets 2, 4,
- * 8, ... up to nb divide counts of these two forms, and 3, 6, 12, ... divide
- * the 3 * 2^k ones; rounding down keeps each block below 1.5 grain + 1.
- *
- * Memory. Slot b holds partial b and, in its last byte, its level mark, so
- * a task writes only its own slots: with the marks in an array of their
- * own, the two tasks of a 2-way split wrote bytes of one cache line, one
- * per block, and passed it back and forth between their cores. The slots
- * start on a cache line, so two tasks share a line only where one's run
- * ends and the next one's begins inside it.
  */
 #include "internal.h"
 
@@ -41,15 +25,13 @@
 /* Partials up to this many bytes (with their level marks) stay on the
  * caller's stack. */
 #define REDUCE_STACK_BYTES 2048
-/* The slots' alignment: a cache line on the x86-64 and AArch64 hosts this
- * is built for (see "Memory" above). */
-#define REDUCE_LINE 64
 
 typedef struct reduce_ctx {
     size_t len, nb;            /* indices, blocks                          */
-    size_t stride;             /* bytes from one slot to the next          */
+    size_t stride;             /* bytes from one partial to the next       */
     size_t acc_size;
-    unsigned char *parts;      /* nb slots: a partial, then its level mark */
+    unsigned char *parts;      /* nb partials of `stride` bytes            */
+    unsigned char *done;       /* nb level marks                           */
     tt_reduce_init_fn init;
     tt_reduce_body_fn body;
     tt_reduce_combine_fn combine;
@@ -65,24 +47,6 @@ static void block_of(size_t len, size_t nb, size_t b, size_t *begin, size_t *end
 }
 
 static void *part(const reduce_ctx *k, size_t b) { return k->parts + b * k->stride; }
-
-/* The level mark of slot b: its last byte, past the partial. */
-static unsigned char *mark(const reduce_ctx *k, size_t b)
-{
-    return k->parts + b * k->stride + k->stride - 1;
-}
-
-size_t tt_reduce_blocks(size_t len, size_t grain)
-{
-    size_t n = grain ? len / grain : 0;
-    if (n < 4)
-        return n ? n : 1; /* 1, 2 and 3 are of the form already */
-    size_t p = 4;         /* the largest power of two <= n */
-    while (p <= n / 2)
-        p *= 2;
-    size_t t = p / 2 * 3; /* 3 * 2^(k-1), between p and 2p */
-    return t <= n ? t : p;
-}
 
 static void acc_init(const reduce_ctx *k, void *acc)
 {
@@ -102,7 +66,7 @@ static void reduce_task(void *arg, size_t b0, size_t b1)
         void *acc = part(k, b);
         acc_init(k, acc);
         k->body(k->arg, begin, end, acc);
-        *mark(k, b) = 0;
+        k->done[b] = 0;
     }
     unsigned level = 0;
     for (size_t s = 1; s < k->nb; s *= 2, level++) {
@@ -114,7 +78,7 @@ static void reduce_task(void *arg, size_t b0, size_t b1)
             if (hi > b1)
                 break; /* this node (and every later one) leaves the run */
             k->combine(k->arg, part(k, b), part(k, b + s));
-            *mark(k, b) = (unsigned char)(level + 1);
+            k->done[b] = (unsigned char)(level + 1);
         }
         if (step > b1 - b0 || s > SIZE_MAX / 4)
             break; /* no node of a higher level fits in the run */
@@ -136,26 +100,26 @@ int tt_reduce_ranges(tt_exec *ex, size_t len, size_t grain, size_t acc_size,
             acc_init(&k, result);
         return rc;
     }
-    k.nb = tt_reduce_blocks(len, grain);
-    /* A slot: the partial, one byte for its mark, rounded up so that every
-     * partial is aligned for any object type. */
+    k.nb = len / grain;
+    if (k.nb == 0)
+        k.nb = 1;
     const size_t al = alignof(max_align_t);
-    if (acc_size > SIZE_MAX - 2 * al - REDUCE_LINE)
+    if (acc_size > SIZE_MAX - al)
         return TT_ENOMEM;
-    k.stride = (acc_size + 1 + al - 1) / al * al;
-    if (k.nb > (SIZE_MAX - REDUCE_LINE) / k.stride)
+    k.stride = (acc_size + al - 1) / al * al;
+    if (k.nb > (SIZE_MAX - k.nb) / k.stride)
         return TT_ENOMEM;
-    size_t bytes = (k.nb * k.stride + REDUCE_LINE - 1) / REDUCE_LINE * REDUCE_LINE;
+    size_t bytes = k.nb * k.stride + k.nb;
 
-    alignas(REDUCE_LINE) unsigned char stack[REDUCE_STACK_BYTES];
+    alignas(max_align_t) unsigned char stack[REDUCE_STACK_BYTES];
     unsigned char *mem = stack;
     if (bytes > sizeof stack) {
-        void *heap = NULL;
-        if (tt__memalign(&heap, REDUCE_LINE, bytes) != 0 || !heap)
+        mem = tt__malloc(bytes); /* alloc.c: failure injection */
+        if (!mem)
             return TT_ENOMEM;
-        mem = heap;
     }
     k.parts = mem;
+    k.done = mem + k.nb * k.stride;
 
     int rc = tt_for_ranges(ex, k.nb, 1, reduce_task, &k);
     if (rc == TT_OK) {
@@ -163,7 +127,7 @@ int tt_reduce_ranges(tt_exec *ex, size_t len, size_t grain, size_t acc_size,
         unsigned level = 0;
         for (size_t s = 1; s < k.nb; s *= 2, level++) {
             for (size_t b = 0; b + s < k.nb; b += 2 * s) {
-                if (*mark(&k, b) > level)
+                if (k.done[b] > level)
                     continue;
                 combine(arg, part(&k, b), part(&k, b + s));
             }

