@@ -14,9 +14,13 @@
 # Not part of `make bench`.
 #
 # usage: scripts/bench-reduce.sh [--prog PATH] [--rounds R] [--reps K]
-#                                [--lens LIST] [--grain G]
+#                                [--lens LIST] [--grain G] [--base PATH]
 #   --prog PATH  the program (default: bench/bench_reduce of $BUILD_DIR or
 #                ./build; build it with `make bench-programs`)
+#   --base PATH  an A/B: also run this build's bench_reduce (another
+#                commit's, e.g. a worktree's) as `base` tt and tt-free in
+#                the same rotation, and print its rows and its ratios to
+#                the same omp figures
 #   --rounds R   process pairs (default 4); --reps K repetitions per
 #                process and length (default 15)
 # On a host shared with other work the figures are indicative only.
@@ -31,6 +35,7 @@ rounds=4
 reps=15
 lens=1000,10000,100000,1000000,10000000
 grain=2048
+base=
 while [ $# -gt 0 ]; do
     case $1 in
     --prog) prog=$2; shift ;;
@@ -38,7 +43,8 @@ while [ $# -gt 0 ]; do
     --reps) reps=$2; shift ;;
     --lens) lens=$2; shift ;;
     --grain) grain=$2; shift ;;
-    *) echo "usage: $0 [--prog PATH] [--rounds R] [--reps K] [--lens LIST] [--grain G]" >&2
+    --base) base=$2; shift ;;
+    *) echo "usage: $0 [--prog PATH] [--rounds R] [--reps K] [--lens LIST] [--grain G] [--base PATH]" >&2
        exit 2 ;;
     esac
     shift
@@ -58,7 +64,6 @@ fi
 
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT INT TERM
-echo "bench-reduce: $rounds rounds x 3 processes, $reps repetitions each, lens $lens, grain $grain"
 echo "bench-reduce: load before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
 # How far apart the first two CPUs are (bench/core_distance.c, beside the
 # program): what a handoff between cores costs now.
@@ -67,15 +72,30 @@ distance() {
     if [ -x "$d" ]; then "$d" 2>/dev/null | sed 's/^core_distance: //'; else echo "n/a (core_distance not built)"; fi
 }
 echo "bench-reduce: cores before: $(distance)"
+if [ -n "$base" ] && [ ! -x "$base" ]; then
+    echo "bench-reduce: --base $base: not an executable" >&2
+    exit 2
+fi
+# One process: "system" or "base:system" (the base build's, its rows
+# renamed base-tt and base-tt-free).
+run1() {
+    case $1 in
+    base:*) "$base" --system "${1#base:}" --lens "$lens" --reps "$reps" --grain "$grain" \
+                2>/dev/null | sed 's/^/base-/' >>"$raw" ;;
+    *) "$prog" --system "$1" --lens "$lens" --reps "$reps" --grain "$grain" >>"$raw" 2>/dev/null ;;
+    esac
+}
+systems="tt tt-free omp"
+[ -n "$base" ] && systems="tt tt-free omp base:tt base:tt-free"
+nsys=$(echo $systems | wc -w)
+echo "bench-reduce: $rounds rounds x $nsys processes, $reps repetitions each, lens $lens, grain $grain"
 r=0
 while [ $r -lt "$rounds" ]; do
-    case $((r % 3)) in
-    0) order="tt tt-free omp" ;;
-    1) order="omp tt tt-free" ;;
-    *) order="tt-free omp tt" ;;
-    esac
+    # Rotate the order every round, so that a drift of the host's speed
+    # falls on every system.
+    order=$(echo $systems | awk -v r=$r '{ for (i = 0; i < NF; i++) printf "%s ", $((i + r) % NF + 1) }')
     for s in $order; do
-        "$prog" --system "$s" --lens "$lens" --reps "$reps" --grain "$grain" >>"$raw" 2>/dev/null
+        run1 "$s"
     done
     r=$((r + 1))
     echo "bench-reduce: round $r of $rounds done"
@@ -114,4 +134,12 @@ for l in $(echo "$lens" | tr ',' ' '); do
         else print "MISS" }')
     printf '%10s  %9.2f %9.2f  %9.2f %9.2f  %9.2f %9.2f  %7s %7s  %s\n' "$l" "$tm" "$tp" "$fm" "$fp" \
         "$om" "$op" "$rt" "$rf" "$v"
+    if [ -n "$base" ]; then
+        tm=$(quant base-tt "$l" 0.5)
+        tp=$(quant base-tt "$l" 0.9)
+        fm=$(quant base-tt-free "$l" 0.5)
+        fp=$(quant base-tt-free "$l" 0.9)
+        printf '%10s  %9.2f %9.2f  %9.2f %9.2f  %9s %9s  %7s %7s  %s\n' "base" "$tm" "$tp" "$fm" \
+            "$fp" "" "" "$(ratio "$tm" "$om")" "$(ratio "$fm" "$om")" "(--base)"
+    fi
 done
