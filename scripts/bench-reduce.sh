@@ -17,6 +17,14 @@
 #                                [--lens LIST] [--grain G] [--base PATH]
 #   --prog PATH  the program (default: bench/bench_reduce of $BUILD_DIR or
 #                ./build; build it with `make bench-programs`)
+#   --csv FILE   also append one row per length and system to FILE (created
+#                with its header): label,scenario,param,omp_us,tt_us,ratio,
+#                target,verdict,width,omp_p90,tt_p90,rounds,host; scenario
+#                reduce (isolated; target `report`: PASS at <= 1.10, else
+#                INFO, the specification's rule) and reduce-free (target
+#                1.10: PASS, INFO where the isolated row passed, else MISS);
+#                make bench reads it (scripts/bench.sh, the reduce stage)
+#   --label L    the CSV's label (default: $BENCH_LABEL, else "threadteam")
 #   --base PATH  an A/B: also run this build's bench_reduce (another
 #                commit's, e.g. a worktree's) as `base` tt and tt-free in
 #                the same rotation, and print its rows and its ratios to
@@ -36,6 +44,8 @@ reps=15
 lens=1000,10000,100000,1000000,10000000
 grain=2048
 base=
+csv=
+label=${BENCH_LABEL:-threadteam}
 while [ $# -gt 0 ]; do
     case $1 in
     --prog) prog=$2; shift ;;
@@ -44,7 +54,9 @@ while [ $# -gt 0 ]; do
     --lens) lens=$2; shift ;;
     --grain) grain=$2; shift ;;
     --base) base=$2; shift ;;
-    *) echo "usage: $0 [--prog PATH] [--rounds R] [--reps K] [--lens LIST] [--grain G] [--base PATH]" >&2
+    --csv) csv=$2; shift ;;
+    --label) label=$2; shift ;;
+    *) echo "usage: $0 [--prog PATH] [--rounds R] [--reps K] [--lens LIST] [--grain G] [--base PATH] [--csv FILE] [--label L]" >&2
        exit 2 ;;
     esac
     shift
@@ -134,6 +146,14 @@ for l in $(echo "$lens" | tr ',' ' '); do
         else print "MISS" }')
     printf '%10s  %9.2f %9.2f  %9.2f %9.2f  %9.2f %9.2f  %7s %7s  %s\n' "$l" "$tm" "$tp" "$fm" "$fp" \
         "$om" "$op" "$rt" "$rf" "$v"
+    if [ -n "$csv" ]; then
+        [ -s "$csv" ] || echo "label,scenario,param,omp_us,tt_us,ratio,target,verdict,width,omp_p90,tt_p90,rounds,host" >"$csv"
+        vt=$(awk -v t="$rt" 'BEGIN { print (t + 0 <= 1.10) ? "PASS" : "INFO" }')
+        vf=$(awk -v t="$rt" -v f="$rf" 'BEGIN { print (f + 0 <= 1.10) ? "PASS" : (t + 0 <= 1.10) ? "INFO" : "MISS" }')
+        h=${BENCH_HOST:-$(hostname 2>/dev/null || echo unknown)}
+        echo "$label,reduce,n=$l,$om,$tm,$rt,report,$vt,$width,$op,$tp,$rounds,$h" >>"$csv"
+        echo "$label,reduce-free,n=$l,$om,$fm,$rf,1.10,$vf,$width,$op,$fp,$rounds,$h" >>"$csv"
+    fi
     if [ -n "$base" ]; then
         tm=$(quant base-tt "$l" 0.5)
         tp=$(quant base-tt "$l" 0.9)

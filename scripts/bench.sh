@@ -9,6 +9,9 @@
 #          one table of medians, p10 / p90 and ratios, then its targets
 #   paths  scripts/bench-paths.sh: the everyday paths against raw OpenMP,
 #          with their targets
+#   reduce scripts/bench-reduce.sh: tt_reduce_sum_d (isolated and
+#          OpenMP-free pools) against `omp parallel for reduction(+:s)` at
+#          10^3..10^7 doubles, with its target (<= 1.10, OpenMP-free)
 #   cg     scripts/bench-cg.sh: examples/cg, threadteam kernels in an OpenMP
 #          code against its all-OpenMP twin (no target: information)
 # The short pass keeps to a time budget (see BENCH_BUDGET_S below), so that a
@@ -38,7 +41,8 @@
 # usage: scripts/bench.sh [--short|--full|--quick] [--label L] [--widths LIST] [--load K:P]
 #                         [--rounds N] [--reps N] [--paths-rounds N] [--scenarios LIST]
 #                         [--out CSV] [--results CSV] [--bindir DIR] [--no-over]
-#                         [--no-ranges] [--no-paths] [--no-cg] [--keep-raw FILE] [-- DRIVER ARGS]
+#                         [--no-ranges] [--no-paths] [--no-reduce] [--no-cg] [--keep-raw FILE]
+#                         [-- DRIVER ARGS]
 #        scripts/bench.sh --table CSV [--label L]     the table of summary rows
 #        scripts/bench.sh --targets CSV [--label L]   the targets, PASS / MISS
 #        scripts/bench.sh --aggregate RAW --label L   summary rows of a driver's --csv rows
@@ -61,7 +65,8 @@
 #   --bindir DIR   where the programs are (default: $BENCH_BINDIR, then bench/
 #                  and omp/ of $BUILD_DIR (set by make), of ./build, of the
 #                  current directory and of the source tree)
-#   --no-ranges, --no-paths, --no-cg   skip bench_ranges, the paths, the CG stage
+#   --no-ranges, --no-paths, --no-reduce, --no-cg   skip bench_ranges, the
+#                  paths, the reproducible sum, the CG stage
 # Environment: BENCH_FULL=1 (as --full), BUILD_DIR, BENCH_BINDIR, BENCH_HOST,
 #   BENCH_OUT_DIR (OUTDIR), BENCH_BUDGET_S (short pass: the wait benchmarks
 #   start no round after this many seconds, once 3 rounds ran; default 150,
@@ -69,7 +74,8 @@
 #   at this run's pace, from the waits stage, or the last run's).
 #   -- ARGS        passed to every wait driver (e.g. -- --work 20 --gaps 1000)
 #
-# Results CSV columns: label,date,host,cpus,stage (ranges, waits, paths, cg),
+# Results CSV columns: label,date,host,cpus,stage (ranges, waits, paths,
+# reduce, cg),
 # system,scenario,param,metric,width,added_load (--load, or none),median_us,
 # p10_us,p90_us,overhead_us (per section / per split),ref_system,ref_us,ratio
 # (threadteam / ref),target,verdict (PASS / MISS; rows of metric `target`
@@ -305,6 +311,7 @@ pass=short
 ranges=1
 cgbench=1
 paths_on=1
+reduce_on=1
 prounds_opt=
 out_results=
 keep_raw=
@@ -319,6 +326,7 @@ while [ $# -gt 0 ]; do
     --paths-rounds) prounds_opt=$2; shift ;;
     --results) out_results=$2; shift ;;
     --no-paths) paths_on=0 ;;
+    --no-reduce) reduce_on=0 ;;
     --label) label=$2; shift ;;
     --widths) widths=$2; shift ;;
     --load) load=$2; shift ;;
@@ -364,9 +372,9 @@ cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
 wbudget=0
 [ "$pass" = short ] && [ -z "$rounds" ] && wbudget=${BENCH_BUDGET_S:-150}
 case $pass in
-short) rounds=${rounds:-10}; reps=${reps:-15}; rr="--rounds 3 --reps 9"; prounds=7; cgr="--rounds 4 --reps 5" ;;
-full) rounds=${rounds:-20}; reps=${reps:-25}; rr="--rounds 5 --reps 21"; prounds=15; cgr="--rounds 10 --reps 7" ;;
-quick) rounds=${rounds:-1}; reps=${reps:-3}; rr="--rounds 1 --reps 3"; prounds=1; cgr="--rounds 2 --reps 1" ;;
+short) rounds=${rounds:-10}; reps=${reps:-15}; rr="--rounds 3 --reps 9"; prounds=7; cgr="--rounds 4 --reps 5"; rrounds=6 ;;
+full) rounds=${rounds:-20}; reps=${reps:-25}; rr="--rounds 5 --reps 21"; prounds=15; cgr="--rounds 10 --reps 7"; rrounds=12 ;;
+quick) rounds=${rounds:-1}; reps=${reps:-3}; rr="--rounds 1 --reps 3"; prounds=1; cgr="--rounds 2 --reps 1"; rrounds=1 ;;
 esac
 [ -n "$prounds_opt" ] && prounds=$prounds_opt
 
@@ -541,6 +549,8 @@ RANGES=
 if [ "$ranges" = 1 ] && [ "$load" = none ]; then RANGES=$(find_prog bench_ranges 2>/dev/null) || RANGES=; fi
 PATHS=
 if [ "$load" = none ] && [ "$paths_on" = 1 ]; then PATHS=$(find_prog bench_paths 2>/dev/null) || PATHS=; fi
+REDUCE=
+if [ "$load" = none ] && [ "$reduce_on" = 1 ]; then REDUCE=$(find_prog bench_reduce 2>/dev/null) || REDUCE=; fi
 CG=
 if [ "$cgbench" = 1 ] && [ "$load" = none ]; then
     for d in ${bd:+"$bd/examples"} "$top/build/examples" "$PWD/examples"; do
@@ -550,6 +560,7 @@ fi
 
 add_stage waits
 [ -n "$PATHS" ] && add_stage paths
+[ -n "$REDUCE" ] && add_stage reduce
 [ -n "$CG" ] && add_stage cg
 # (defaults: seconds per round on a quiet 2-CPU VM, bench_ranges included in
 # the waits rounds)
@@ -568,8 +579,10 @@ if [ "$wbudget" -gt 0 ] && [ -z "$prounds_opt" ]; then
 fi
 e_paths=$(est paths "$prounds" 6)
 e_cg=$(est cg "$(echo "$cgr" | awk '{ print $2 }')" 3)
+e_reduce=$(est reduce "$rrounds" 2)
 total=$e_waits
 [ -n "$PATHS" ] && total=$((total + e_paths))
+[ -n "$REDUCE" ] && total=$((total + e_reduce))
 [ -n "$CG" ] && total=$((total + e_cg))
 src="estimates for two quiet CPUs"
 grep -q "^$pass-" "$timings" 2>/dev/null && src="from the last run on this machine"
@@ -609,6 +622,12 @@ if [ -n "$PATHS" ]; then
     # libomp: make bench-libomp, scripts/bench-paths.sh --runtime libomp).
     run_stage paths "$e_paths" "$prounds" env BENCH_RUNTIME=auto sh "$here/bench-paths.sh" "$PATHS" "$prounds" "$tmp/paths.csv"
 fi
+if [ -n "$REDUCE" ]; then
+    # The reproducible sum (bench/bench_reduce.c) against `omp parallel for
+    # reduction(+:s)`, isolated and OpenMP-free pools, alternating processes.
+    run_stage reduce "$e_reduce" "$rrounds" sh "$here/bench-reduce.sh" --prog "$REDUCE" --rounds "$rrounds" \
+        --label "$label" --csv "$tmp/reduce.csv"
+fi
 if [ -n "$CG" ]; then
     # The CG application (examples/cg): threadteam kernels inside an OpenMP
     # code against its all-OpenMP twin.
@@ -645,6 +664,12 @@ RHEADER="label,date,host,cpus,stage,system,scenario,param,metric,width,added_loa
         { lab = g("label"); if (lab == "") lab = l0
           w = g("width"); ld = g("load"); if (ld == "") ld = "none"
           print lab, d, h, c, "paths", "threadteam", g("scenario"), g("param"), "call", w, ld, g("tt_us"), "", "", "", "openmp", g("omp_us"), g("ratio"), g("target"), g("verdict"), O["paths"], LA["paths"] }' "$tmp/paths.csv"
+    # The reproducible sum (scripts/bench-reduce.sh's CSV).
+    [ -s "$tmp/reduce.csv" ] && awk -F, -v OFS=, -v d="$date" -v c="$cpus" -v loads="$LOADS" '
+        BEGIN { while ((getline x < loads) > 0) { split(x, f, " "); O[f[1]] = f[2]; LA[f[1]] = f[3] } }
+        NR == 1 { for (i = 1; i <= NF; i++) C[$i] = i; next }
+        function g(n) { return (n in C) ? $(C[n]) : "" }
+        { print g("label"), d, g("host"), c, "reduce", "threadteam", g("scenario"), g("param"), "call", g("width"), "none", g("tt_us"), "", g("tt_p90"), "", "openmp", g("omp_us"), g("ratio"), g("target"), g("verdict"), O["reduce"], LA["reduce"] }' "$tmp/reduce.csv"
     # The CG application, per phase (ms -> us).
     [ -s "$tmp/cg.csv" ] && awk -F, -v OFS=, -v dt="$date" -v loads="$LOADS" '
         BEGIN { while ((getline x < loads) > 0) { split(x, f, " "); O[f[1]] = f[2]; LA[f[1]] = f[3] } }
