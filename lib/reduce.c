@@ -156,10 +156,13 @@ static int reduce_run(tt_exec *ex, reduce_ctx *k, void *result)
     k->stride = (k->acc_size + 1 + al - 1) / al * al;
     /* Few slots: a line each, when they still fit on the stack, so that
      * no two tasks write one line (see above). */
-    size_t lined = (k->stride + REDUCE_LINE - 1) / REDUCE_LINE * REDUCE_LINE;
-    if (k->nb <= REDUCE_STACK_BYTES / lined)
-        k->stride = lined;
-    if (k->nb > SIZE_MAX / k->stride)
+    if (k->stride <= REDUCE_STACK_BYTES) {
+        size_t lined = (k->stride + REDUCE_LINE - 1) / REDUCE_LINE * REDUCE_LINE;
+        if (k->nb <= REDUCE_STACK_BYTES / lined)
+            k->stride = lined;
+    }
+    /* No object is larger than PTRDIFF_MAX: refuse before asking malloc. */
+    if (k->nb > (size_t)PTRDIFF_MAX / k->stride)
         return TT_ENOMEM;
     size_t bytes = k->nb * k->stride;
 

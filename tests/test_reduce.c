@@ -486,6 +486,16 @@ START_TEST(errors_and_consumption)
     ck_assert_int_eq(tt_reduce_ranges(&ex, SIZE_MAX / 2, 1, SIZE_MAX / 4, NULL, add_body,
                                       add_combine, NULL, &big),
                      TT_ENOMEM);
+    /* Accumulators so large that a slot's size would wrap, one block or
+     * many: TT_ENOMEM, never a wrapped size. */
+    for (size_t slack = 0; slack < 200; slack += 7) {
+        ck_assert_int_eq(tt_reduce_ranges(&ex, 1, 1, SIZE_MAX - slack, NULL, add_body,
+                                          add_combine, NULL, &big),
+                         TT_ENOMEM);
+        ck_assert_int_eq(tt_reduce_ranges(&ex, 3, 1, SIZE_MAX - slack, NULL, add_body,
+                                          add_combine, NULL, &big),
+                         TT_ENOMEM);
+    }
     ck_assert(r == -1.0 && idx == 5);
     /* The token is still usable: the reduction runs and consumes it. */
     ck_assert_int_eq(tt_reduce_ranges(&ex, 1000, 10, sizeof r, NULL, add_body, add_combine,
