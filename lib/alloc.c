@@ -1,10 +1,15 @@
 /*
- * alloc.c -- every allocation and thread start of the library goes through
- * here, so that tests can make the Nth one fail (failure injection) and
- * check that each failure returns its code, leaks nothing and leaves no
- * thread behind. The counters are process-wide relaxed atomics; with no
- * injection armed, the cost is one load per allocation, and allocations
- * happen only when pools, attributes and teams are built.
+ * alloc.c -- the library's allocations and thread starts go through here,
+ * so that tests can make the Nth one fail (failure injection) and check
+ * that each failure returns its code, leaks nothing and leaves no thread
+ * behind. The counters are process-wide relaxed atomics; with no injection
+ * armed, the cost is one load per allocation, and allocations happen when
+ * pools, attributes and teams are built, and for a reduction's partials
+ * when they do not fit on the caller's stack (reduce.c). Three do not come
+ * here, each with its failure handled where it is made: the buffer of
+ * tt_dispatch_costs_load (a file loader, TT_ENOMEM), the thread array of a
+ * private crew's host under libomp (backend_omp.c: a short crew), and the
+ * probe threads of the thread-limit check (crew.c: counted, not kept).
  */
 #include "internal.h"
 
