@@ -19,9 +19,10 @@ if (!exists("have_paths")) have_paths = 1
 if (!exists("have_sections")) have_sections = 1
 
 set datafile missing "?"
-set terminal pngcairo size 1300, 560 font "sans,10"
+set terminal pngcairo size 1300, 1050 font "sans,10"
 set output out
-set multiplot layout 1, 2 title title font "sans,11"
+# Two panels one above the other: the paths panel has 30 and more labels.
+set multiplot layout 2, 1 title title font "sans,11"
 
 set style line 1 lc rgb "#1b7837" pt 7 ps 1.6
 set style line 2 lc rgb "#d6604d" pt 5 ps 1.4
@@ -29,13 +30,13 @@ set style line 3 lc rgb "#4393c3" pt 9 ps 1.6
 set style line 4 lc rgb "#444444" pt 2 ps 1.4
 set grid ytics
 set key below horizontal
-set bmargin 8
+set bmargin 11
 
 # Panel 1: ratios to raw OpenMP.
 set title "Everyday paths: threadteam time / raw OpenMP time (lower is better; 1 = the same)"
 set ylabel "threadteam / raw OpenMP"
 unset xlabel
-set xtics rotate by -35 left font "sans,9"
+set xtics rotate by -60 left font "sans,9"
 set yrange [0:*]
 set offsets 0.6, 0.6, 0, 0
 set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb "#888888"
