@@ -1,15 +1,16 @@
 /*
  * reduce.c -- reproducible reductions (tt_reduce_ranges and its family).
  *
- * Built on the public tt_for_ranges only: the blocks (which depend on len
- * and grain, never on the budget) are the index space of one tt_for_ranges
- * with grain 1, so a task gets a contiguous run of block numbers. The
- * partials are combined in the fixed pairwise tree of the header: at level
- * s (1, 2, 4, ...) partial b absorbs partial b + s for every multiple b of
- * 2s with b + s < nb. A task does every combination of the tree whose
- * blocks all lie in its own run (bottom-up, so both operands are complete)
- * and marks it in done[b] (the number of levels combined into P[b]); the
- * caller then walks the same tree and does the combinations not marked.
+ * Built on the public tt_for_ranges (and alloc.c's tt__malloc): the blocks
+ * (which depend on len and grain, never on the budget) are the index space
+ * of one tt_for_ranges with grain 1, so a task gets a contiguous run of
+ * block numbers. The partials are combined in the fixed pairwise tree of
+ * the header: at level s (1, 2, 4, ...) partial b absorbs partial b + s for
+ * every multiple b of 2s with b + s < nb. A task does every combination of
+ * the tree whose blocks all lie in its own run (bottom-up, so both operands
+ * are complete) and records it in slot b's mark (the number of levels
+ * combined into P[b]); the caller then walks the same tree and does the
+ * combinations not marked.
  * Each combination is done exactly once, with the same operands in the
  * same order whatever the task split: the result cannot depend on it.
  *
