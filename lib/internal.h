@@ -116,6 +116,11 @@ typedef struct tt__wait_stats {
      * its members to acknowledge the end (team_scope.c, scope_participate:
      * every order but TT__END_LEAD_FIRST). */
     _Atomic uint64_t scope_end_joins;
+    /* A scope's wait skipped its spin because the thread it waits for last
+     * ran on the waiter's CPU (team_scope.c, "Sharing a CPU"). */
+    _Atomic uint64_t crowded_waits;
+    /* A scope's member moved itself off its leader's CPU (the same). */
+    _Atomic uint64_t nudges;
 } tt__wait_stats;
 
 /* How one wait spins before it sleeps. */
@@ -131,6 +136,11 @@ typedef struct tt__wait_policy {
      * sleep this way. */
     _Atomic uint32_t *stop;
     uint32_t stop_val;
+    /* The thread this wait is for last ran on the waiter's CPU, where it
+     * cannot run while the waiter polls: no spin, only the yields (none
+     * under a spin budget of 0) before the sleep (team_scope.c, "Sharing a
+     * CPU"). */
+    bool crowded;
 } tt__wait_policy;
 
 /* The throttled budget when nothing says otherwise (libgomp's default
@@ -188,6 +198,9 @@ uint64_t tt__test_pool_spun_polls(const tt_pool *pool);
 uint64_t tt__test_pool_lead_late(const tt_pool *pool);
 /* Test hook: the pool's scope_end_joins counter, the same way. */
 uint64_t tt__test_pool_scope_end_joins(const tt_pool *pool);
+/* Test hooks: the pool's crowded_waits and nudges counters, the same way. */
+uint64_t tt__test_pool_crowded_waits(const tt_pool *pool);
+uint64_t tt__test_pool_nudges(const tt_pool *pool);
 uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool reset,
                              uint64_t *preemptions, uint64_t *starved_until,
                              uint64_t *spun);
@@ -1091,6 +1104,10 @@ struct tt__ctl {
      * read which command it is while the leader may already write the next
      * (it does not wait for participants that take no part). */
     _Atomic uint64_t cmd;
+    /* The CPU the leader issued the last command from (sched_getcpu; -1
+     * before the first, or unknown). A hint: relaxed (team_scope.c,
+     * "Sharing a CPU"). */
+    _Atomic int lead_cpu;
     /* The command's body: read only by participants that take part, which
      * the leader waits for before it writes another. */
     tt_section_fn fn;
@@ -1098,6 +1115,13 @@ struct tt__ctl {
     unsigned width;
     struct split_cmd *split; /* team_scope.c */
     tt__join join TT__ALIGNED;
+    /* Participants whose last command started on the CPU the leader issued
+     * it from (bit min(rank, 63)), and the earliest time of the block's
+     * next nudge: hints, relaxed, written by members only when they change,
+     * on the join's line, which the leader reads in its join anyway
+     * (team_scope.c, "Sharing a CPU"). */
+    _Atomic uint64_t crowded;
+    _Atomic uint64_t nudge_after_ns;
     /* The section barrier: arrivals, and the generation that releases. */
     _Atomic uint32_t bar_count TT__ALIGNED;
     tt__event bar_gen;

@@ -590,3 +590,13 @@ uint64_t tt__test_pool_scope_end_joins(const tt_pool *pool)
 {
     return pool_counter(pool, offsetof(tt__wait_stats, scope_end_joins));
 }
+
+uint64_t tt__test_pool_crowded_waits(const tt_pool *pool)
+{
+    return pool_counter(pool, offsetof(tt__wait_stats, crowded_waits));
+}
+
+uint64_t tt__test_pool_nudges(const tt_pool *pool)
+{
+    return pool_counter(pool, offsetof(tt__wait_stats, nudges));
+}

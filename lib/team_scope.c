@@ -81,9 +81,131 @@ void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew, 
     c->ledger = ledger;
     c->leader = pthread_self();
     c->pool_gen = pool_gen;
+    atomic_store_explicit(&c->lead_cpu, -1, memory_order_relaxed);
 }
 
 static tt__wait_stats *ctl_stats(tt__ctl *c) { return c->crew ? c->crew->stats : NULL; }
+
+/* ------------------------------------------------------------------------ */
+/* Sharing a CPU                                                             */
+/* ------------------------------------------------------------------------ */
+/*
+ * A scope's participants hand work back and forth many times a millisecond,
+ * so they are fast only while each has a CPU of its own. On a loaded
+ * machine the scheduler may put the leader and a member on one CPU: a
+ * thread woken from a futex goes to its waker's CPU or its own last one
+ * when no CPU is idle, and two threads that sleep and wake each other look
+ * light to the load balancer, which then leaves them together. There,
+ * every handoff waits for the scheduler: a spinning waiter holds the CPU
+ * that the thread it waits for needs, and when it sleeps the CPU may go to
+ * the load first. Measured on host vm (2 vCPUs, beside two processes busy
+ * 50 % of every 10 ms and an OpenMP co-tenant): per run, a held scope's
+ * threads either stayed apart (0.5 us an empty section) or sat on one CPU
+ * for the whole run (`ps`: both threads on CPU 0, 50 to 70 us a section,
+ * a join sleep and a member park in almost every section), and once
+ * together they never parted. libgomp's threads never sleep between
+ * regions that close together and were not seen together.
+ *
+ * So the block tracks where its threads run, through sched_getcpu() (with
+ * glibc's rseq a load of a thread-local word, 2 ns on host vm; a vDSO call
+ * where there is no rseq):
+ *  - the leader writes its CPU beside each command it issues (lead_cpu);
+ *  - a member that starts a command on that CPU sets its bit in `crowded`,
+ *    and clears it when it starts one elsewhere;
+ *  - a wait for a thread on the waiter's own CPU does not spin: the
+ *    leader's join and the section barrier while any bit is set, a member's
+ *    wait for the next command while it runs on lead_cpu. It yields (which
+ *    runs the other thread at once) and then sleeps (tt__wait_policy's
+ *    `crowded`; under a spin budget of 0 it sleeps at once, as every wait
+ *    then does);
+ *  - a member that starts a second command in a row on its leader's CPU
+ *    moves itself off that CPU: it takes the CPU out of its affinity mask
+ *    and puts the mask back at once, and the kernel migrates it in between
+ *    (a nudge; 20 to 250 us on host vm, paid once, where staying cost 50 us
+ *    a section). Its mask after is the one it had: a thread that OpenMP or
+ *    the user bound to one CPU is never moved, one bound to a place of
+ *    several CPUs stays in it. No nudge where the scope has more
+ *    participants than CPUs (there threads must share), under likwid-pin
+ *    (tt__pin_allowed), or more often than once per TT__NUDGE_EVERY_NS a
+ *    block (a scheduler that keeps pulling the threads together costs a
+ *    nudge per millisecond at most).
+ * A stale hint costs one wait its spin (a wake-up instead) or one
+ * needless nudge; nothing is published through these words, so all their
+ * accesses are relaxed.
+ */
+#ifndef TT__NUDGE_EVERY_NS
+#define TT__NUDGE_EVERY_NS 1000000ull
+#endif
+
+/* The block's policy for a wait that is crowded: no spin. */
+static const tt__wait_policy *crowded_pol(const tt__ctl *c, tt__wait_policy *tmp,
+                                          tt__wait_stats *st)
+{
+    *tmp = c->pol;
+    tmp->crowded = true;
+    if (st)
+        atomic_fetch_add_explicit(&st->crowded_waits, 1, memory_order_relaxed);
+    return tmp;
+}
+
+/* The policy of the leader's join and of a section barrier. */
+static const tt__wait_policy *team_pol(tt__ctl *c, tt__wait_policy *tmp, tt__wait_stats *st)
+{
+    if (atomic_load_explicit(&c->crowded, memory_order_relaxed) != 0)
+        return crowded_pol(c, tmp, st);
+    return &c->pol;
+}
+
+/* Move the calling member off `cpu` (see above); the caller's mask is the
+ * same after. */
+static void nudge_off(tt__ctl *c, int cpu, tt__wait_stats *st)
+{
+    if (c->pol.throttled || !tt__pin_allowed())
+        return;
+    uint64_t now = tt__now_ns();
+    uint64_t after = atomic_load_explicit(&c->nudge_after_ns, memory_order_relaxed);
+    if (now < after ||
+        !atomic_compare_exchange_strong_explicit(&c->nudge_after_ns, &after,
+                                                 now + TT__NUDGE_EVERY_NS,
+                                                 memory_order_relaxed, memory_order_relaxed))
+        return;
+    cpu_set_t mine, other;
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) < 2 ||
+        cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &mine))
+        return;
+    other = mine;
+    CPU_CLR(cpu, &other);
+    if (sched_setaffinity(0, sizeof other, &other) != 0)
+        return;
+    (void)sched_setaffinity(0, sizeof mine, &mine);
+    if (st)
+        atomic_fetch_add_explicit(&st->nudges, 1, memory_order_relaxed);
+}
+
+/* Participant `rank` >= 1 starts a command of c: note whether it runs on
+ * the CPU the command was issued from, and move off it the second time in
+ * a row. */
+static void note_cpu(tt__ctl *c, unsigned rank, tt__wait_stats *st)
+{
+    int lead = atomic_load_explicit(&c->lead_cpu, memory_order_relaxed);
+    int cpu = sched_getcpu();
+    uint64_t bit = 1ull << (rank < 63 ? rank : 63);
+    bool same = cpu >= 0 && cpu == lead;
+    bool was = (atomic_load_explicit(&c->crowded, memory_order_relaxed) & bit) != 0;
+    if (same && was)
+        nudge_off(c, cpu, st);
+    else if (same)
+        atomic_fetch_or_explicit(&c->crowded, bit, memory_order_relaxed);
+    else if (was)
+        atomic_fetch_and_explicit(&c->crowded, ~bit, memory_order_relaxed);
+}
+
+/* Whether the calling member runs on the CPU the last command came from. */
+static bool on_lead_cpu(tt__ctl *c)
+{
+    int lead = atomic_load_explicit(&c->lead_cpu, memory_order_relaxed);
+    return lead >= 0 && sched_getcpu() == lead;
+}
 
 /* Issue a command to participants 1..n-1 that takes part, and set up the
  * join for `pending` of them. */
@@ -104,6 +226,7 @@ static void issue(tt__ctl *c, int kind, uint32_t pending)
     atomic_store_explicit(&c->cmd,
                           (uint64_t)g << 32 | (uint64_t)kind << 24 | (c->width & 0xffffffu),
                           memory_order_relaxed);
+    atomic_store_explicit(&c->lead_cpu, sched_getcpu(), memory_order_relaxed);
     /* Sleeping members: the join that follows waits at least their wake-up,
      * so the oversubscription sample its spin would take is taken now. */
     if (tt__event_post(&c->gen, g, ctl_stats(c)))
@@ -112,7 +235,9 @@ static void issue(tt__ctl *c, int kind, uint32_t pending)
 
 static void wait_join(tt__ctl *c)
 {
-    tt__join_wait(&c->join, &c->pol, ctl_stats(c));
+    tt__wait_stats *st = ctl_stats(c);
+    tt__wait_policy tmp;
+    tt__join_wait(&c->join, team_pol(c, &tmp, st), st);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -229,7 +354,9 @@ void tt_section_barrier(tt_section *s)
         return;
     }
     tt__wait_stats *st = ctl_stats(c);
-    tt__event_wait_ne(&c->bar_gen, g, &c->pol, st, st ? &st->barrier_sleeps : NULL);
+    tt__wait_policy tmp;
+    tt__event_wait_ne(&c->bar_gen, g, team_pol(c, &tmp, st), st,
+                      st ? &st->barrier_sleeps : NULL);
 }
 
 static int scope_leader_check(const tt_scope *scope)
@@ -448,10 +575,12 @@ static unsigned cmd_width(uint64_t cmd) { return (unsigned)(cmd & 0xffffffu); }
 /* Wait for the next command of c after generation `*seen`. */
 static uint64_t next_cmd(tt__ctl *c, uint32_t *seen, tt__wait_stats *st)
 {
+    tt__wait_policy tmp;
+    const tt__wait_policy *pol = on_lead_cpu(c) ? crowded_pol(c, &tmp, st) : &c->pol;
     for (;;) {
         /* A reserved member that sleeps here stays reserved: only an end
          * command releases it. */
-        *seen = tt__event_wait_ne(&c->gen, *seen, &c->pol, st, st ? &st->member_parks : NULL);
+        *seen = tt__event_wait_ne(&c->gen, *seen, pol, st, st ? &st->member_parks : NULL);
         uint64_t cmd = atomic_load_explicit(&c->cmd, memory_order_acquire);
         if ((uint32_t)(cmd >> 32) == *seen)
             return cmd;
@@ -467,12 +596,14 @@ static bool run_cmd(tt__ctl *c, unsigned rank, uint64_t cmd, tt__wait_stats *st)
     switch (cmd_kind(cmd)) {
     case CMD_SECTION:
         if (rank < width) {
+            note_cpu(c, rank, st);
             run_section(c, rank);
             tt__join_done(&c->join, st);
         }
         return true;
     case CMD_SPLIT:
         if (rank < width) {
+            note_cpu(c, rank, st);
             split_part(c, rank);
             tt__join_done(&c->join, st);
         }

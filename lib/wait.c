@@ -468,7 +468,9 @@ static void starve_window(tt__wait_stats *stats, _Atomic uint64_t *ctr, uint64_t
 bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_policy *pol,
                       tt__wait_stats *stats)
 {
-    uint64_t polls = pol->spin_polls;
+    /* A crowded wait does not poll: the thread it waits for shares this
+     * CPU and runs only once this one yields or sleeps. */
+    uint64_t polls = pol->crowded ? 0 : pol->spin_polls;
     const uint64_t thr = tt__throttled_polls();
     if (pol->throttled && polls > thr)
         polls = thr;
@@ -518,7 +520,7 @@ bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_polic
         }
     }
     unsigned yields = no_yields ? 0u : TT__YIELDS;
-    uint64_t before = yields && polls >= TT__CLOCK_EVERY ? tt__mono_ns() : 0;
+    uint64_t before = yields && (polls >= TT__CLOCK_EVERY || pol->crowded) ? tt__mono_ns() : 0;
     for (unsigned y = 0; y < yields; y++) {
         if (atomic_load_explicit(word, memory_order_acquire) != old)
             return true;

@@ -293,6 +293,8 @@ void tt__omp_waits_parse(const char *policy, const char *spincount, tt__omp_wait
 uint64_t tt__test_pool_spun_polls(const tt_pool *pool);
 uint64_t tt__test_pool_lead_late(const tt_pool *pool);
 uint64_t tt__test_pool_scope_end_joins(const tt_pool *pool);
+uint64_t tt__test_pool_crowded_waits(const tt_pool *pool);
+uint64_t tt__test_pool_nudges(const tt_pool *pool);
 uint32_t tt__test_threads_hook(uint32_t n);
 
 static uint64_t default_spin(void)
@@ -1226,6 +1228,180 @@ START_TEST(test_woken_members_sampled_before_join)
         ck_assert_msg(checked > 0, "the member never slept in 10 tries");
 }
 END_TEST
+/* ------------------------------------------------------------------------ */
+/* Sharing a CPU (team_scope.c): a scope's member that starts two commands
+ * in a row on its leader's CPU moves itself off it, and leaves its own
+ * mask as it was; one bound to that CPU, a scope wider than the CPUs and a
+ * process under likwid-pin are never moved. The participants are put on
+ * one CPU by a first section that binds each to it and gives each its mask
+ * back (the kernel leaves a thread where it is when its mask widens).
+ * ------------------------------------------------------------------------ */
+#define CROWD_SECTIONS 12
+#define CROWD_MAX 4
+
+typedef struct crowd_run {
+    int target;                  /* the CPU the participants gather on    */
+    bool keep_member_bound;      /* participant 1 stays bound to target   */
+    unsigned i;                  /* the section being run                 */
+    int gathered[CROWD_MAX];
+    int cpu[CROWD_SECTIONS][CROWD_MAX];
+    cpu_set_t mask[CROWD_MAX];   /* each participant's mask before        */
+    bool mask_back[CROWD_MAX];   /* ...and the same mask at the end       */
+} crowd_run;
+
+static void crowd_gather(void *arg, tt_section *s)
+{
+    crowd_run *r = arg;
+    unsigned k = tt_section_rank(s);
+    cpu_set_t one;
+    CPU_ZERO(&r->mask[k]);
+    (void)sched_getaffinity(0, sizeof r->mask[k], &r->mask[k]);
+    CPU_ZERO(&one);
+    CPU_SET(r->target, &one);
+    (void)sched_setaffinity(0, sizeof one, &one);
+    r->gathered[k] = sched_getcpu();
+    if (!(r->keep_member_bound && k == 1))
+        (void)sched_setaffinity(0, sizeof r->mask[k], &r->mask[k]);
+}
+
+static void crowd_note(void *arg, tt_section *s)
+{
+    crowd_run *r = arg;
+    r->cpu[r->i][tt_section_rank(s)] = sched_getcpu();
+}
+
+static void crowd_finish(void *arg, tt_section *s)
+{
+    crowd_run *r = arg;
+    unsigned k = tt_section_rank(s);
+    if (r->keep_member_bound && k == 1)
+        (void)sched_setaffinity(0, sizeof r->mask[k], &r->mask[k]);
+    cpu_set_t now;
+    CPU_ZERO(&now);
+    r->mask_back[k] = sched_getaffinity(0, sizeof now, &now) == 0 && CPU_EQUAL(&now, &r->mask[k]);
+}
+
+static void crowd_scope(void *arg, tt_scope *sc)
+{
+    crowd_run *r = arg;
+    ck_assert_int_eq(tt_scope_run(sc, crowd_gather, r), TT_OK);
+    for (r->i = 0; r->i < CROWD_SECTIONS; r->i++)
+        ck_assert_int_eq(tt_scope_run(sc, crowd_note, r), TT_OK);
+    ck_assert_int_eq(tt_scope_run(sc, crowd_finish, r), TT_OK);
+}
+
+/* One scope of `width` on a fresh pool after gathering; the nudges and the
+ * crowded waits it made. */
+static void crowd_try(unsigned width, bool keep_member_bound, crowd_run *r, uint64_t *nudges,
+                      uint64_t *crowded)
+{
+    tt_pool_attr *a;
+    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_threads(a, width), TT_OK);
+    tt_pool *pool;
+    ck_assert_int_eq(tt_pool_create(&pool, a), TT_OK);
+    tt_pool_attr_destroy(a);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    int target = -1;
+    for (int c = 0; c < CPU_SETSIZE && target < 0; c++)
+        if (CPU_ISSET(c, &set))
+            target = c;
+    memset(r, 0, sizeof *r);
+    r->target = target;
+    r->keep_member_bound = keep_member_bound;
+    uint64_t n0 = tt__test_pool_nudges(pool), c0 = tt__test_pool_crowded_waits(pool);
+    tt_exec ex;
+    ck_assert_int_eq(tt_exec_init(&ex, pool, width), TT_OK);
+    ck_assert_int_eq(tt_team_scope(&ex, crowd_scope, r), TT_OK);
+    *nudges = tt__test_pool_nudges(pool) - n0;
+    *crowded = tt__test_pool_crowded_waits(pool) - c0;
+    tt_pool_destroy(pool);
+    for (unsigned k = 0; k < width; k++)
+        ck_assert_msg(r->mask_back[k], "participant %u's affinity mask changed", k);
+}
+
+/* Whether leader and member shared r->target at the first two sections'
+ * starts, as far as the sections saw (the member's second sample is taken
+ * after its nudge, so only its first counts). */
+static bool crowd_gathered(const crowd_run *r)
+{
+    return r->gathered[0] == r->target && r->gathered[1] == r->target &&
+           r->cpu[0][0] == r->target && r->cpu[0][1] == r->target && r->cpu[1][0] == r->target;
+}
+
+START_TEST(test_crowded_member_moves_off)
+{
+    if (tt_affinity_cpus() < 2 || getenv("LIKWID_PIN"))
+        return;
+    int conclusive = 0;
+    for (int tries = 0; tries < 8 && conclusive < 2; tries++) {
+        crowd_run r;
+        uint64_t nudges, crowded;
+        crowd_try(2, false, &r, &nudges, &crowded);
+        if (!crowd_gathered(&r))
+            continue; /* the scheduler parted them first */
+        conclusive++;
+        ck_assert_msg(crowded >= 1, "no wait noticed the shared CPU");
+        ck_assert_msg(nudges >= 1, "the member stayed on its leader's CPU");
+        /* Off the leader's CPU right after (the nudge was in the second
+         * section's start), unless the scheduler put it back since. */
+        int apart = 0;
+        for (unsigned i = 1; i < CROWD_SECTIONS; i++)
+            apart += r.cpu[i][0] != r.cpu[i][1];
+        ck_assert_msg(apart >= 1, "leader and member shared CPU %d in every section", r.target);
+    }
+    if (!tt_test_quick())
+        ck_assert_msg(conclusive > 0, "the participants never shared a CPU in 8 tries");
+}
+END_TEST
+
+START_TEST(test_crowded_bound_member_stays)
+{
+    if (tt_affinity_cpus() < 2 || getenv("LIKWID_PIN"))
+        return;
+    int conclusive = 0;
+    for (int tries = 0; tries < 8 && conclusive < 2; tries++) {
+        crowd_run r;
+        uint64_t nudges, crowded;
+        crowd_try(2, true, &r, &nudges, &crowded);
+        if (!crowd_gathered(&r))
+            continue;
+        conclusive++;
+        ck_assert_uint_eq(nudges, 0);
+        ck_assert_msg(crowded >= 1, "no wait noticed the shared CPU");
+        for (unsigned i = 0; i < CROWD_SECTIONS; i++)
+            ck_assert_int_eq(r.cpu[i][1], r.target);
+    }
+    if (!tt_test_quick())
+        ck_assert_msg(conclusive > 0, "the participants never shared a CPU in 8 tries");
+}
+END_TEST
+
+START_TEST(test_crowded_no_nudge_where_threads_must_share)
+{
+    unsigned cpus = tt_affinity_cpus();
+    if (cpus < 2 || cpus + 1 > CROWD_MAX || getenv("LIKWID_PIN"))
+        return;
+    crowd_run r;
+    uint64_t nudges, crowded;
+    /* More participants than CPUs. */
+    crowd_try(cpus + 1, false, &r, &nudges, &crowded);
+    ck_assert_uint_eq(nudges, 0);
+    /* Under likwid-pin the library leaves affinity alone. */
+    ck_assert_int_eq(setenv("LIKWID_PIN", "1", 1), 0);
+    int conclusive = 0;
+    for (int tries = 0; tries < 4; tries++) {
+        crowd_try(2, false, &r, &nudges, &crowded);
+        conclusive += crowd_gathered(&r);
+        ck_assert_uint_eq(nudges, 0);
+    }
+    unsetenv("LIKWID_PIN");
+    (void)conclusive;
+}
+END_TEST
+
 #endif
 
 static Suite *waits_suite(void)
@@ -1253,6 +1429,10 @@ static Suite *waits_suite(void)
     tcase_add_test(pol, test_members_wait_for_caller_only_where_it_pays);
     tcase_add_test(pol, test_scope_end_is_the_callers_done);
     tcase_add_test(pol, test_woken_members_sampled_before_join);
+    TCase *crowd = tt_tcase(s, "crowded", 60);
+    tcase_add_test(crowd, test_crowded_member_moves_off);
+    tcase_add_test(crowd, test_crowded_bound_member_stays);
+    tcase_add_test(crowd, test_crowded_no_nudge_where_threads_must_share);
 #endif
     return s;
 }
