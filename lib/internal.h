@@ -1104,10 +1104,16 @@ struct tt__ctl {
      * read which command it is while the leader may already write the next
      * (it does not wait for participants that take no part). */
     _Atomic uint64_t cmd;
-    /* The CPU the leader issued the last command from (sched_getcpu; -1
-     * before the first, or unknown). A hint: relaxed (team_scope.c,
-     * "Sharing a CPU"). */
+    /* Where the block's threads run (team_scope.c, "Sharing a CPU"): the
+     * CPU the leader issued the last command from (sched_getcpu; -1 before
+     * the first, or unknown); the participants whose last command started
+     * on that CPU (bit min(rank, 63)). Hints, both relaxed. On the
+     * command's line: a member reads them with the command, the leader
+     * reads `crowded` from its own cache, and a member writes only when its
+     * bit changes. With them the command's header and body still fill one
+     * line (8 + 8 + 8 + 8 + 16 + 8 + 8 bytes). */
     _Atomic int lead_cpu;
+    _Atomic uint64_t crowded;
     /* The command's body: read only by participants that take part, which
      * the leader waits for before it writes another. */
     tt_section_fn fn;
@@ -1115,12 +1121,8 @@ struct tt__ctl {
     unsigned width;
     struct split_cmd *split; /* team_scope.c */
     tt__join join TT__ALIGNED;
-    /* Participants whose last command started on the CPU the leader issued
-     * it from (bit min(rank, 63)), and the earliest time of the block's
-     * next nudge: hints, relaxed, written by members only when they change,
-     * on the join's line, which the leader reads in its join anyway
-     * (team_scope.c, "Sharing a CPU"). */
-    _Atomic uint64_t crowded;
+    /* The earliest time of the block's next nudge (team_scope.c, "Sharing
+     * a CPU"): a hint, relaxed, touched only by a member about to move. */
     _Atomic uint64_t nudge_after_ns;
     /* The section barrier: arrivals, and the generation that releases. */
     _Atomic uint32_t bar_count TT__ALIGNED;
