@@ -355,3 +355,37 @@ int tt__region_room(unsigned width)
         room_width = width;
     return rc;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Moving a thread off a CPU                                                 */
+/* ------------------------------------------------------------------------ */
+
+bool tt__pin_allowed(void) { return getenv("LIKWID_PIN") == NULL; }
+
+bool tt__cpu_move_off(int cpu)
+{
+    if (cpu < 0 || cpu >= CPU_SETSIZE || !tt__pin_allowed())
+        return false;
+    cpu_set_t mine, other;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) < 2 ||
+        !CPU_ISSET(cpu, &mine))
+        return false;
+    other = mine;
+    CPU_CLR(cpu, &other);
+    if (sched_setaffinity(0, sizeof other, &other) != 0)
+        return false;
+    /* The same mask as a moment ago: nothing can refuse it that let the
+     * narrower one through. */
+    (void)sched_setaffinity(0, sizeof mine, &mine);
+    return true;
+}
+
+bool tt__cpu_move_due(_Atomic uint64_t *next_ns, uint64_t every_ns)
+{
+    uint64_t now = tt__now_ns();
+    uint64_t next = atomic_load_explicit(next_ns, memory_order_relaxed);
+    return now >= next &&
+           atomic_compare_exchange_strong_explicit(next_ns, &next, now + every_ns,
+                                                   memory_order_relaxed, memory_order_relaxed);
+}

@@ -345,6 +345,9 @@ typedef struct tt__member {
     tt__event mail TT__ALIGNED; /* word = sequence of handed work          */
     tt__work *_Atomic work;     /* the work for the newest sequence        */
     uint32_t seen;              /* serving thread only: last sequence run  */
+    /* Region thread k only: the roots in a row it started on its caller's
+     * CPU (exec.c, root_crowded). */
+    uint8_t crowded_roots;
     unsigned index;
     struct tt__crew *crew;
     /* The thread serving as this member now, as (uintptr_t)pthread_self(),
@@ -483,6 +486,9 @@ typedef struct tt__crew {
     tt__wait_stats *stats;    /* the pool's (region crews) or own_stats  */
     tt__wait_stats own_stats;
     _Atomic uint32_t park_epoch; /* bumped by tt_pool_release_idle      */
+    /* The earliest time a root's member may next move itself off its
+     * caller's CPU (exec.c, root_crowded; tt__cpu_move_due). */
+    _Atomic uint64_t move_after_ns;
     cpu_set_t cpus;           /* the CPU set members take (private crew) */
     bool have_cpus;
 
@@ -569,6 +575,24 @@ unsigned tt__process_threads(void);
 int tt__threads_room(unsigned need);
 int tt__region_room(unsigned width);
 void tt__test_room_refuse(long nth);
+
+/* Whether the library may change a thread's affinity: not under likwid-pin
+ * (LIKWID_PIN set), which pins the threads itself. */
+bool tt__pin_allowed(void);
+/* Move the calling thread off `cpu` and leave its affinity mask as it was:
+ * take `cpu` out of the mask and put the mask back, the kernel migrating
+ * the thread in between. False, nothing done, where the mask has no other
+ * CPU, `cpu` is not in it, or tt__pin_allowed says no (team_scope.c,
+ * "Sharing a CPU", says why and when). */
+bool tt__cpu_move_off(int cpu);
+/* At most one move per `every_ns` per `*next_ns` (a block's, a crew's):
+ * true for the caller whose compare-exchange moves the time on (relaxed:
+ * a hint that elects a mover and publishes nothing). */
+bool tt__cpu_move_due(_Atomic uint64_t *next_ns, uint64_t every_ns);
+/* At most one move a millisecond per scope block or per crew. */
+#ifndef TT__MOVE_EVERY_NS
+#define TT__MOVE_EVERY_NS 1000000ull
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* The pool and its slots                                                    */
@@ -1173,7 +1197,6 @@ void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew, 
 void tt__ctl_start_members(tt__ctl *c, tt__part_work *works, bool pin);
 void tt__ctl_end_members(tt__ctl *c);
 /* Whether participants may be pinned (not under LIKWID's own pinning). */
-bool tt__pin_allowed(void);
 
 /* ------------------------------------------------------------------------ */
 /* Ledger (ledger.c); every call is a no-op without --enable-ledger          */

@@ -126,17 +126,13 @@ static tt__wait_stats *ctl_stats(tt__ctl *c) { return c->crew ? c->crew->stats :
  *    the user bound to one CPU is never moved, one bound to a place of
  *    several CPUs stays in it. No nudge where the scope has more
  *    participants than CPUs (there threads must share), under likwid-pin
- *    (tt__pin_allowed), or more often than once per TT__NUDGE_EVERY_NS a
+ *    (tt__pin_allowed), or more often than once per TT__MOVE_EVERY_NS a
  *    block (a scheduler that keeps pulling the threads together costs a
  *    nudge per millisecond at most).
  * A stale hint costs one wait its spin (a wake-up instead) or one
  * needless nudge; nothing is published through these words, so all their
  * accesses are relaxed.
  */
-#ifndef TT__NUDGE_EVERY_NS
-#define TT__NUDGE_EVERY_NS 1000000ull
-#endif
-
 /* The block's policy for a wait that is crowded: no spin. */
 static const tt__wait_policy *crowded_pol(const tt__ctl *c, tt__wait_policy *tmp,
                                           tt__wait_stats *st)
@@ -160,25 +156,10 @@ static const tt__wait_policy *team_pol(tt__ctl *c, tt__wait_policy *tmp, tt__wai
  * same after. */
 static void nudge_off(tt__ctl *c, int cpu, tt__wait_stats *st)
 {
-    if (c->pol.throttled || !tt__pin_allowed())
+    if (c->pol.throttled || !tt__pin_allowed() ||
+        !tt__cpu_move_due(&c->nudge_after_ns, TT__MOVE_EVERY_NS))
         return;
-    uint64_t now = tt__now_ns();
-    uint64_t after = atomic_load_explicit(&c->nudge_after_ns, memory_order_relaxed);
-    if (now < after ||
-        !atomic_compare_exchange_strong_explicit(&c->nudge_after_ns, &after,
-                                                 now + TT__NUDGE_EVERY_NS,
-                                                 memory_order_relaxed, memory_order_relaxed))
-        return;
-    cpu_set_t mine, other;
-    if (sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) < 2 ||
-        cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &mine))
-        return;
-    other = mine;
-    CPU_CLR(cpu, &other);
-    if (sched_setaffinity(0, sizeof other, &other) != 0)
-        return;
-    (void)sched_setaffinity(0, sizeof mine, &mine);
-    if (st)
+    if (tt__cpu_move_off(cpu) && st)
         atomic_fetch_add_explicit(&st->nudges, 1, memory_order_relaxed);
 }
 
@@ -700,8 +681,8 @@ static void participate(tt__ctl *c, unsigned rank, uint32_t seen)
 
 /* Pinning (Linux): participant k >= 1 of a root scope runs on the k-th CPU
  * of the leader's affinity set while it takes part, and gets its own mask
- * back before it serves anything else. */
-bool tt__pin_allowed(void) { return getenv("LIKWID_PIN") == NULL; }
+ * back before it serves anything else (not under likwid-pin:
+ * tt__pin_allowed, cpu.c). */
 
 /* Pin the calling thread to `cpu`; true when it did (its mask is in
  * *saved, to be put back with unpin). */
