@@ -199,7 +199,6 @@ typedef struct region_run {
     bool iso;
     uint8_t end; /* enum tt__region_end: who waits for whom (region_end) */
     bool all_at_once; /* a broadcast: its calls need every thread at once */
-    int lead_cpu;     /* the CPU the caller opened the region on (root_crowded) */
     /* The general path. */
     entry *e;
     task *tasks;
@@ -336,7 +335,7 @@ static void short_participate(void *ctx)
  * barrier alone makes; a member waiting for the caller would spin where
  * the user asked for none).
  */
-static void region_end(region_run *r, tt__crew *c, unsigned k, bool crowded)
+static void region_end(region_run *r, tt__crew *c, unsigned k)
 {
     switch ((enum tt__region_end)r->end) {
     case TT__END_BARRIER:
@@ -348,53 +347,9 @@ static void region_end(region_run *r, tt__crew *c, unsigned k, bool crowded)
             tt__join_wait(&r->join, &c->team_pol, c->stats);
         return;
     case TT__END_LEAD_FIRST:
-        /* A member on the caller's CPU does not wait for it: the caller
-         * cannot run while it polls. */
-        tt__lead_first_end(&r->lead_done, k, crowded ? 0 : c->team_pol.spin_polls, c->stats);
+        tt__lead_first_end(&r->lead_done, k, c->team_pol.spin_polls, c->stats);
         return;
     }
-}
-
-/*
- * A root's member on its caller's CPU. Under load the scheduler may put a
- * root's caller and a member on one CPU and leave them there, as it does a
- * team scope's (team_scope.c, "Sharing a CPU", has the mechanism): on host
- * vm, beside two processes busy 50 % of every 10 ms and an OpenMP
- * co-tenant, a loop of tt_for_ranges on 10^3 doubles kept both threads on
- * CPU 0 in every /proc sample and took 78 us a root on average, where raw
- * `omp parallel for` beside the same load took 21 us. So region thread k
- * >= 1 compares its CPU with the one the caller opened the region on (the
- * caller's sched_getcpu() in region_run, on the line the member reads
- * anyway). The second root in a row that starts there moves it off that
- * CPU (tt__cpu_move_off: its mask stays the one it had), not where the
- * crew is wider than the CPUs, not more than once a millisecond per crew;
- * and while it shares the caller's CPU it does not wait for the caller
- * before the end barrier (region_end). The count is the member's own
- * (members[k], written only by region thread k; successive roots of one
- * caller are ordered by the region's barriers). Returns whether the member
- * still shares the caller's CPU.
- */
-static bool root_crowded(const region_run *r, tt__crew *c, unsigned k)
-{
-    tt__member *m = &c->members[k];
-    int cpu = sched_getcpu();
-    if (cpu < 0 || cpu != r->lead_cpu) {
-        if (m->crowded_roots != 0)
-            m->crowded_roots = 0;
-        return false;
-    }
-    if (m->crowded_roots == 0) {
-        m->crowded_roots = 1;
-        return true;
-    }
-    if (atomic_load_explicit(&c->oversubscribed, memory_order_relaxed) ||
-        !tt__cpu_move_due(&c->move_after_ns, TT__MOVE_EVERY_NS))
-        return true;
-    m->crowded_roots = 0;
-    if (!tt__cpu_move_off(cpu))
-        return true;
-    atomic_fetch_add_explicit(&c->stats->nudges, 1, memory_order_relaxed);
-    return false;
 }
 
 static void region_member(void *ctx, unsigned k, unsigned got)
@@ -420,10 +375,9 @@ static void region_member(void *ctx, unsigned k, unsigned got)
     /* The whole participation is one thread to OpenMP (one nested region
      * per participant per root, not one per share): the shares, the
      * entries nested in them and the work this member serves for them. */
-    bool crowded = k > 0 && root_crowded(r, c, k);
     region_part part = {r, k};
     tt__region_participate(c, k, iso, r->range_fn ? range_participate : region_participate, &part);
-    region_end(r, c, k, crowded);
+    region_end(r, c, k);
 }
 
 /* Returns false when the team formed was too narrow for calls that must
@@ -453,7 +407,6 @@ static bool run_region(entry *e, task *tasks, unsigned ntasks, const tt__placeme
         r.range_len = re->len;
         r.ledger = e->ledger;
     }
-    r.lead_cpu = sched_getcpu();
     if (pl->cnt > 1 && e->crew->team_pol.spin_polls > 0)
         r.end = (uint8_t)tt__region_end_order(tt__backend_get()->last_arriver_wakes());
     if (r.end == TT__END_LEAD_WAITS)

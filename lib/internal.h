@@ -345,9 +345,6 @@ typedef struct tt__member {
     tt__event mail TT__ALIGNED; /* word = sequence of handed work          */
     tt__work *_Atomic work;     /* the work for the newest sequence        */
     uint32_t seen;              /* serving thread only: last sequence run  */
-    /* Region thread k only: the roots in a row it started on its caller's
-     * CPU (exec.c, root_crowded). */
-    uint8_t crowded_roots;
     unsigned index;
     struct tt__crew *crew;
     /* The thread serving as this member now, as (uintptr_t)pthread_self(),
@@ -486,9 +483,6 @@ typedef struct tt__crew {
     tt__wait_stats *stats;    /* the pool's (region crews) or own_stats  */
     tt__wait_stats own_stats;
     _Atomic uint32_t park_epoch; /* bumped by tt_pool_release_idle      */
-    /* The earliest time a root's member may next move itself off its
-     * caller's CPU (exec.c, root_crowded; tt__cpu_move_due). */
-    _Atomic uint64_t move_after_ns;
     cpu_set_t cpus;           /* the CPU set members take (private crew) */
     bool have_cpus;
 
@@ -585,11 +579,11 @@ bool tt__pin_allowed(void);
  * CPU, `cpu` is not in it, or tt__pin_allowed says no (team_scope.c,
  * "Sharing a CPU", says why and when). */
 bool tt__cpu_move_off(int cpu);
-/* At most one move per `every_ns` per `*next_ns` (a block's, a crew's):
+/* At most one move per `every_ns` per `*next_ns` (a block's):
  * true for the caller whose compare-exchange moves the time on (relaxed:
  * a hint that elects a mover and publishes nothing). */
 bool tt__cpu_move_due(_Atomic uint64_t *next_ns, uint64_t every_ns);
-/* At most one move a millisecond per scope block or per crew. */
+/* At most one move a millisecond per scope block. */
 #ifndef TT__MOVE_EVERY_NS
 #define TT__MOVE_EVERY_NS 1000000ull
 #endif
