@@ -1190,7 +1190,6 @@ void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew, 
  * end it: the members leave the loop, and the leader waits for them. */
 void tt__ctl_start_members(tt__ctl *c, tt__part_work *works, bool pin);
 void tt__ctl_end_members(tt__ctl *c);
-/* Whether participants may be pinned (not under LIKWID's own pinning). */
 
 /* ------------------------------------------------------------------------ */
 /* Ledger (ledger.c); every call is a no-op without --enable-ledger          */
