@@ -156,8 +156,7 @@ static const tt__wait_policy *team_pol(tt__ctl *c, tt__wait_policy *tmp, tt__wai
  * same after. */
 static void nudge_off(tt__ctl *c, int cpu, tt__wait_stats *st)
 {
-    if (c->pol.throttled || !tt__pin_allowed() ||
-        !tt__cpu_move_due(&c->nudge_after_ns, TT__MOVE_EVERY_NS))
+    if (c->pol.throttled || !tt__cpu_move_due(&c->nudge_after_ns, TT__MOVE_EVERY_NS))
         return;
     if (tt__cpu_move_off(cpu) && st)
         atomic_fetch_add_explicit(&st->nudges, 1, memory_order_relaxed);
