@@ -777,9 +777,11 @@ typedef struct scope_region {
     const unsigned *cpus; /* pinning: participant k on cpus[k % ncpu]     */
     unsigned ncpu;
     bool short_team;
-    /* The caller reaches the region's end barrier first (exec.c,
-     * region_end, TT__END_LEAD_FIRST): see scope_participate. */
-    bool lead_first;
+    /* The end command is CMD_LEAVE, and the region's end barrier the
+     * scope's last join: in the caller-first order (exec.c, region_end,
+     * TT__END_LEAD_FIRST) and under a spin budget of 0. See
+     * scope_participate. */
+    bool leave_at_end;
 } scope_region;
 
 typedef struct scope_part {
@@ -788,21 +790,35 @@ typedef struct scope_part {
 } scope_part;
 
 /*
- * The end of a root scope on the caller's team. Everywhere but in the
- * caller-first order (exec.c, region_end), the leader ends its members'
- * part with CMD_END and waits for their reports: that join is its awake
- * wait (with the scope's policy) before libgomp's barrier, which a
- * throttled libgomp would make a sleep, and the counter scope_end_joins
- * says it happened. In the caller-first order the end command itself is
- * the caller's "done": the leader issues CMD_LEAVE and goes straight to
- * the barrier, and the members leave on it without reporting. That is one
- * handoff between the leader's core and a member's where there were three
- * (end, the members' reports, the caller's "done"); each is a cache-line
- * transfer, 550 to 600 cycles one way on the development hosts when their
- * two vCPUs sit far apart (a two-thread ping-pong: 1070 to 1250 cycles a
- * round trip, against 190 to 340 when they sit close). The block stays
- * valid: it lives in the leader's frame until the region's end barrier,
- * which every member passes after its last read of the command.
+ * The end of a root scope on the caller's team. Where the leader's wait
+ * can be awake (a spin budget, outside the caller-first order), the leader
+ * ends its members' part with CMD_END and waits for their reports: that
+ * join is its awake wait (with the scope's policy) before libgomp's
+ * barrier, which a throttled libgomp would make a sleep, and the counter
+ * scope_end_joins says it happened. Everywhere else the end command is the
+ * caller's "done": the leader issues CMD_LEAVE and goes straight to the
+ * barrier, and the members leave on it without reporting; the barrier is
+ * the scope's last join.
+ *
+ *  - In the caller-first order, that is one handoff between the leader's
+ *    core and a member's where there were three (end, the members'
+ *    reports, the caller's "done"); each is a cache-line transfer, 550 to
+ *    600 cycles one way on the development hosts when their two vCPUs sit
+ *    far apart (a two-thread ping-pong: 1070 to 1250 cycles a round trip,
+ *    against 190 to 340 when they sit close).
+ *  - Under a spin budget of 0 (OMP_WAIT_POLICY=passive) the join was a
+ *    sleep: the leader slept in it and again in libgomp's barrier, each
+ *    a wake-up (10 to 20 us on these hosts). Measured (host vm, width 2,
+ *    passive, bench_paths scope over 10^3 doubles, a one-section scope
+ *    per call): 6 context switches per scope -> 4, 72 -> 50 us, where
+ *    `omp parallel` takes 2 and 23 to 25 us. The 2 left are the price of
+ *    a region held open across the callback: the member sleeps between
+ *    the section and the end command, and the leader in the section's
+ *    join (waiting.md, Passive).
+ *
+ * The block stays valid: it lives in the leader's frame until the
+ * region's end barrier, which every member passes after its last read of
+ * the command.
  */
 static void scope_participate(void *ctx)
 {
@@ -814,7 +830,7 @@ static void scope_participate(void *ctx)
         run_scope_fn(c, r->view, r->fn, r->arg);
         if (c->size <= 1)
             return;
-        if (r->lead_first) {
+        if (r->leave_at_end) {
             issue(c, CMD_LEAVE, 0);
             return;
         }
@@ -944,9 +960,10 @@ static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_se
     c.fail = fail;
     scope_region r = {.c = &c, .view = &view, .fn = fn, .arg = arg, .cpus = cpus,
                       .ncpu = s->pin ? pin_cpus(cpus, budget) : 0};
-    r.lead_first = budget > 1 && s->pol.spin_polls > 0 &&
-                   tt__region_end_order(tt__backend_get()->last_arriver_wakes()) ==
-                       TT__END_LEAD_FIRST;
+    r.leave_at_end = budget > 1 &&
+                     (s->pol.spin_polls == 0 ||
+                      tt__region_end_order(tt__backend_get()->last_arriver_wakes()) ==
+                          TT__END_LEAD_FIRST);
     tt__backend_get()->region(pool->width, scope_region_member, &r);
     return !r.short_team;
 }
