@@ -201,6 +201,9 @@ uint64_t tt__test_pool_scope_end_joins(const tt_pool *pool);
 /* Test hooks: the pool's crowded_waits and nudges counters, the same way. */
 uint64_t tt__test_pool_crowded_waits(const tt_pool *pool);
 uint64_t tt__test_pool_nudges(const tt_pool *pool);
+/* Test hook: when >= 0, the CPU that every thread of a scope is taken to
+ * run on (team_scope.c); returns the previous value. */
+int tt__test_scope_cpu_hook(int cpu);
 uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool reset,
                              uint64_t *preemptions, uint64_t *starved_until,
                              uint64_t *spun);

@@ -152,11 +152,36 @@ static const tt__wait_policy *team_pol(tt__ctl *c, tt__wait_policy *tmp, tt__wai
     return &c->pol;
 }
 
+/* Test hook: when >= 0, the CPU every thread of a scope is taken to run
+ * on (so that every member shares its leader's); -1 (sched_getcpu). */
+static _Atomic int cpu_hook = -1;
+
+int tt__test_scope_cpu_hook(int cpu)
+{
+    return atomic_exchange_explicit(&cpu_hook, cpu, memory_order_relaxed);
+}
+
+static int scope_cpu(void)
+{
+    int h = atomic_load_explicit(&cpu_hook, memory_order_relaxed);
+    return h >= 0 ? h : sched_getcpu();
+}
+
+/* Where the calling thread started its last command as a member, across
+ * blocks: a root scope of one section is a block of its own, so a member
+ * that sits on its leader's CPU scope after scope never started two
+ * commands of one block there. Thread-local, as is the rate limit of the
+ * thread's moves (at most one per TT__MOVE_EVERY_NS, on top of the
+ * block's). */
+static _Thread_local bool member_last_same;
+static _Thread_local _Atomic uint64_t member_move_after_ns;
+
 /* Move the calling member off `cpu` (see above); the caller's mask is the
  * same after. */
 static void nudge_off(tt__ctl *c, int cpu, tt__wait_stats *st)
 {
-    if (c->pol.throttled || !tt__cpu_move_due(&c->nudge_after_ns, TT__MOVE_EVERY_NS))
+    if (c->pol.throttled || !tt__cpu_move_due(&member_move_after_ns, TT__MOVE_EVERY_NS) ||
+        !tt__cpu_move_due(&c->nudge_after_ns, TT__MOVE_EVERY_NS))
         return;
     if (tt__cpu_move_off(cpu) && st)
         atomic_fetch_add_explicit(&st->nudges, 1, memory_order_relaxed);
@@ -164,27 +189,29 @@ static void nudge_off(tt__ctl *c, int cpu, tt__wait_stats *st)
 
 /* Participant `rank` >= 1 starts a command of c: note whether it runs on
  * the CPU the command was issued from, and move off it the second time in
- * a row. */
+ * a row (this block's command or the thread's last one in another). */
 static void note_cpu(tt__ctl *c, unsigned rank, tt__wait_stats *st)
 {
     int lead = atomic_load_explicit(&c->lead_cpu, memory_order_relaxed);
-    int cpu = sched_getcpu();
+    int cpu = scope_cpu();
     uint64_t bit = 1ull << (rank < 63 ? rank : 63);
     bool same = cpu >= 0 && cpu == lead;
     bool was = (atomic_load_explicit(&c->crowded, memory_order_relaxed) & bit) != 0;
-    if (same && was)
-        nudge_off(c, cpu, st);
-    else if (same)
+    bool streak = same && (was || member_last_same);
+    member_last_same = same;
+    if (same && !was)
         atomic_fetch_or_explicit(&c->crowded, bit, memory_order_relaxed);
-    else if (was)
+    else if (!same && was)
         atomic_fetch_and_explicit(&c->crowded, ~bit, memory_order_relaxed);
+    if (streak)
+        nudge_off(c, cpu, st);
 }
 
 /* Whether the calling member runs on the CPU the last command came from. */
 static bool on_lead_cpu(tt__ctl *c)
 {
     int lead = atomic_load_explicit(&c->lead_cpu, memory_order_relaxed);
-    return lead >= 0 && sched_getcpu() == lead;
+    return lead >= 0 && scope_cpu() == lead;
 }
 
 /* Issue a command to participants 1..n-1 that takes part, and set up the
@@ -206,7 +233,7 @@ static void issue(tt__ctl *c, int kind, uint32_t pending)
     atomic_store_explicit(&c->cmd,
                           (uint64_t)g << 32 | (uint64_t)kind << 24 | (c->width & 0xffffffu),
                           memory_order_relaxed);
-    atomic_store_explicit(&c->lead_cpu, sched_getcpu(), memory_order_relaxed);
+    atomic_store_explicit(&c->lead_cpu, scope_cpu(), memory_order_relaxed);
     /* Sleeping members: the join that follows waits at least their wake-up,
      * so the oversubscription sample its spin would take is taken now. */
     if (tt__event_post(&c->gen, g, ctl_stats(c)))

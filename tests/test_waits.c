@@ -1255,6 +1255,8 @@ typedef struct crowd_run {
     int cpu[CROWD_SECTIONS][CROWD_MAX];
     cpu_set_t mask[CROWD_MAX];   /* each participant's mask before        */
     bool mask_back[CROWD_MAX];   /* ...and the same mask at the end       */
+    tt_pool *pool;
+    uint64_t nudges_gathered;    /* the pool's nudges after the gathering  */
 } crowd_run;
 
 static void crowd_gather(void *arg, tt_section *s)
@@ -1293,6 +1295,9 @@ static void crowd_scope(void *arg, tt_scope *sc)
 {
     crowd_run *r = arg;
     ck_assert_int_eq(tt_scope_run(sc, crowd_gather, r), TT_OK);
+    /* A member that shared its leader's CPU in the last scope may move at
+     * the gathering's start (the streak is the thread's): not counted. */
+    r->nudges_gathered = tt__test_pool_nudges(r->pool);
     for (r->i = 0; r->i < CROWD_SECTIONS; r->i++)
         ck_assert_int_eq(tt_scope_run(sc, crowd_note, r), TT_OK);
     ck_assert_int_eq(tt_scope_run(sc, crowd_finish, r), TT_OK);
@@ -1319,11 +1324,12 @@ static void crowd_try(unsigned width, bool keep_member_bound, crowd_run *r, uint
     memset(r, 0, sizeof *r);
     r->target = target;
     r->keep_member_bound = keep_member_bound;
-    uint64_t n0 = tt__test_pool_nudges(pool), c0 = tt__test_pool_crowded_waits(pool);
+    r->pool = pool;
+    uint64_t c0 = tt__test_pool_crowded_waits(pool);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, pool, width), TT_OK);
     ck_assert_int_eq(tt_team_scope(&ex, crowd_scope, r), TT_OK);
-    *nudges = tt__test_pool_nudges(pool) - n0;
+    *nudges = tt__test_pool_nudges(pool) - r->nudges_gathered;
     *crowded = tt__test_pool_crowded_waits(pool) - c0;
     tt_pool_destroy(pool);
     for (unsigned k = 0; k < width; k++)
@@ -1368,6 +1374,70 @@ START_TEST(test_crowded_member_moves_off)
         ck_assert_msg(conclusive > 0, "the participants never shared a CPU in 8 tries");
         ck_assert_msg(moved > 0, "the member stayed on its leader's CPU (%d tries)", conclusive);
     }
+}
+END_TEST
+
+/* The same for scopes of one section each, a block each: a member that
+ * starts its section on its leader's CPU in two scopes in a row moves off
+ * it (the streak is the thread's, not the block's), at most once a
+ * millisecond per thread. Without that, under load, a loop of one-section
+ * scopes whose threads the scheduler had put on one CPU stayed there:
+ * libgomp's own spins (the end barrier, the dock) then took the CPU from
+ * the other thread for a tick each, and 10 % of the calls took 12 ms
+ * (bench_paths scope, 10^5 doubles, beside two busy processes and an
+ * OpenMP co-tenant). On a quiet machine the kernel parts the threads
+ * between scopes, so the test hook makes every thread report the same CPU
+ * (a real one of the process's: the move is real, and masks come back). */
+int tt__test_scope_cpu_hook(int cpu);
+
+static void crowd_one_scope(void *arg, tt_scope *sc)
+{
+    ck_assert_int_eq(tt_scope_run(sc, crowd_finish, arg), TT_OK);
+}
+
+START_TEST(test_crowded_member_moves_off_across_scopes)
+{
+    if (tt_affinity_cpus() < 2 || getenv("LIKWID_PIN"))
+        return;
+    tt_pool_attr *a;
+    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
+    tt_pool *pool;
+    ck_assert_int_eq(tt_pool_create(&pool, a), TT_OK);
+    tt_pool_attr_destroy(a);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    int target = -1;
+    for (int c = 0; c < CPU_SETSIZE && target < 0; c++)
+        if (CPU_ISSET(c, &set))
+            target = c;
+    unsigned scopes = tt_test_quick() ? 20 : 200;
+    crowd_run r;
+    memset(&r, 0, sizeof r);
+    uint64_t n0 = tt__test_pool_nudges(pool);
+    ck_assert_int_eq(tt__test_scope_cpu_hook(target), -1);
+    uint64_t t0 = tt_now_ns();
+    for (unsigned i = 0; i < scopes; i++) {
+        /* crowd_finish compares each participant's mask with r.mask */
+        for (unsigned k = 0; k < 2; k++) {
+            CPU_ZERO(&r.mask[k]);
+            r.mask[k] = set;
+        }
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, pool, 2), TT_OK);
+        ck_assert_int_eq(tt_team_scope(&ex, crowd_one_scope, &r), TT_OK);
+        for (unsigned k = 0; k < 2; k++)
+            ck_assert_msg(r.mask_back[k], "scope %u: participant %u's affinity mask changed", i,
+                          k);
+    }
+    uint64_t ms = (tt_now_ns() - t0) / 1000000u;
+    tt__test_scope_cpu_hook(-1);
+    uint64_t nudges = tt__test_pool_nudges(pool) - n0;
+    tt_pool_destroy(pool);
+    ck_assert_msg(nudges >= 1, "the member never moved in %u one-section scopes", scopes);
+    ck_assert_msg(nudges <= ms + 1, "%llu moves in %llu ms: more than one a millisecond",
+                  (unsigned long long)nudges, (unsigned long long)ms);
 }
 END_TEST
 
@@ -1443,6 +1513,7 @@ static Suite *waits_suite(void)
     tcase_add_test(pol, test_woken_members_sampled_before_join);
     TCase *crowd = tt_tcase(s, "crowded", 60);
     tcase_add_test(crowd, test_crowded_member_moves_off);
+    tcase_add_test(crowd, test_crowded_member_moves_off_across_scopes);
     tcase_add_test(crowd, test_crowded_bound_member_stays);
     tcase_add_test(crowd, test_crowded_no_nudge_where_threads_must_share);
 #endif
