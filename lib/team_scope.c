@@ -119,6 +119,7 @@ static tt__wait_stats *ctl_stats(tt__ctl *c) { return c->crew ? c->crew->stats :
  *    `crowded`; under a spin budget of 0 it sleeps at once, as every wait
  *    then does);
  *  - a member that starts a second command in a row on its leader's CPU
+ *    (of this block, or its last one in another: member_last_same)
  *    moves itself off that CPU: it takes the CPU out of its affinity mask
  *    and puts the mask back at once, and the kernel migrates it in between
  *    (a nudge; 20 to 250 us on host vm, paid once, where staying cost 50 us
@@ -127,8 +128,14 @@ static tt__wait_stats *ctl_stats(tt__ctl *c) { return c->crew ? c->crew->stats :
  *    several CPUs stays in it. No nudge where the scope has more
  *    participants than CPUs (there threads must share), under likwid-pin
  *    (tt__pin_allowed), or more often than once per TT__MOVE_EVERY_NS a
- *    block (a scheduler that keeps pulling the threads together costs a
- *    nudge per millisecond at most).
+ *    block and a thread (a scheduler that keeps pulling the threads
+ *    together costs a nudge per millisecond at most). The streak is the
+ *    thread's too: a root scope of one section is a block of its own, and
+ *    a loop of such scopes whose threads the scheduler had put together
+ *    never moved; libgomp's own spins (its end barrier, its dock) then took
+ *    the shared CPU for a tick at a time (`perf sched timehist`: both
+ *    threads on CPU 0, running 4 ms each in turn), and 10 % of the calls
+ *    took 12 ms under load (waiting.md).
  * A stale hint costs one wait its spin (a wake-up instead) or one
  * needless nudge; nothing is published through these words, so all their
  * accesses are relaxed.
