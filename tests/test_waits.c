@@ -1303,10 +1303,9 @@ static void crowd_scope(void *arg, tt_scope *sc)
     ck_assert_int_eq(tt_scope_run(sc, crowd_finish, r), TT_OK);
 }
 
-/* One scope of `width` on a fresh pool after gathering; the nudges and the
- * crowded waits it made. */
-static void crowd_try(unsigned width, bool keep_member_bound, crowd_run *r, uint64_t *nudges,
-                      uint64_t *crowded)
+/* A pool of `width`, and the first CPU of the calling thread's affinity
+ * set (the CPU the participants gather on); the set itself in *set. */
+static tt_pool *crowd_pool(unsigned width, int *target, cpu_set_t *set)
 {
     tt_pool_attr *a;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
@@ -1314,13 +1313,25 @@ static void crowd_try(unsigned width, bool keep_member_bound, crowd_run *r, uint
     tt_pool *pool;
     ck_assert_int_eq(tt_pool_create(&pool, a), TT_OK);
     tt_pool_attr_destroy(a);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
-    int target = -1;
-    for (int c = 0; c < CPU_SETSIZE && target < 0; c++)
-        if (CPU_ISSET(c, &set))
-            target = c;
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
+    *target = -1;
+    for (int c = 0; c < CPU_SETSIZE && *target < 0; c++)
+        if (CPU_ISSET(c, &mine))
+            *target = c;
+    if (set)
+        *set = mine;
+    return pool;
+}
+
+/* One scope of `width` on a fresh pool after gathering; the nudges and the
+ * crowded waits it made. */
+static void crowd_try(unsigned width, bool keep_member_bound, crowd_run *r, uint64_t *nudges,
+                      uint64_t *crowded)
+{
+    int target;
+    tt_pool *pool = crowd_pool(width, &target, NULL);
     memset(r, 0, sizeof *r);
     r->target = target;
     r->keep_member_bound = keep_member_bound;
@@ -1399,19 +1410,9 @@ START_TEST(test_crowded_member_moves_off_across_scopes)
 {
     if (tt_affinity_cpus() < 2 || getenv("LIKWID_PIN"))
         return;
-    tt_pool_attr *a;
-    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
-    tt_pool *pool;
-    ck_assert_int_eq(tt_pool_create(&pool, a), TT_OK);
-    tt_pool_attr_destroy(a);
     cpu_set_t set;
-    CPU_ZERO(&set);
-    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
-    int target = -1;
-    for (int c = 0; c < CPU_SETSIZE && target < 0; c++)
-        if (CPU_ISSET(c, &set))
-            target = c;
+    int target;
+    tt_pool *pool = crowd_pool(2, &target, &set);
     unsigned scopes = tt_test_quick() ? 20 : 200;
     crowd_run r;
     memset(&r, 0, sizeof r);
@@ -1420,10 +1421,8 @@ START_TEST(test_crowded_member_moves_off_across_scopes)
     uint64_t t0 = tt_now_ns();
     for (unsigned i = 0; i < scopes; i++) {
         /* crowd_finish compares each participant's mask with r.mask */
-        for (unsigned k = 0; k < 2; k++) {
-            CPU_ZERO(&r.mask[k]);
+        for (unsigned k = 0; k < 2; k++)
             r.mask[k] = set;
-        }
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, 2), TT_OK);
         ck_assert_int_eq(tt_team_scope(&ex, crowd_one_scope, &r), TT_OK);
