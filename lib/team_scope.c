@@ -848,7 +848,7 @@ typedef struct scope_part {
  *    `omp parallel` takes 2 and 23 to 25 us. The 2 left are the price of
  *    a region held open across the callback: the member sleeps between
  *    the section and the end command, and the leader in the section's
- *    join (waiting.md, Passive).
+ *    join (waiting.md, "A team scope under OMP_WAIT_POLICY=passive").
  *
  * The block stays valid: it lives in the leader's frame until the
  * region's end barrier, which every member passes after its last read of

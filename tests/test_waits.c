@@ -295,6 +295,7 @@ uint64_t tt__test_pool_lead_late(const tt_pool *pool);
 uint64_t tt__test_pool_scope_end_joins(const tt_pool *pool);
 uint64_t tt__test_pool_crowded_waits(const tt_pool *pool);
 uint64_t tt__test_pool_nudges(const tt_pool *pool);
+int tt__test_scope_cpu_hook(int cpu);
 uint32_t tt__test_threads_hook(uint32_t n);
 
 static uint64_t default_spin(void)
@@ -1399,7 +1400,6 @@ END_TEST
  * OpenMP co-tenant). On a quiet machine the kernel parts the threads
  * between scopes, so the test hook makes every thread report the same CPU
  * (a real one of the process's: the move is real, and masks come back). */
-int tt__test_scope_cpu_hook(int cpu);
 
 static void crowd_one_scope(void *arg, tt_scope *sc)
 {
