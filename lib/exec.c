@@ -205,8 +205,9 @@ typedef struct region_run {
     int *role;      /* role[k]: the task member k starts, or -1: it serves */
     bool short_team;
     /* TT__END_LEAD_WAITS: participants 1..n-1 count down, participant 0
-     * waits. TT__END_LEAD_FIRST: participant 0 says it is done, the others
-     * wait for that. In a line of its own, which only these updates write. */
+     * waits, then says it is done and the others wait for that.
+     * TT__END_LEAD_FIRST: participant 0 says it is done, the others wait
+     * for that. In a line of its own, which only these updates write. */
     tt__join join TT__ALIGNED;
     _Atomic uint32_t lead_done;
 } region_run;
@@ -321,10 +322,16 @@ static void short_participate(void *ctx)
  * slept), with the pool's team wait policy: OMP_WAIT_POLICY and
  * GOMP_SPINCOUNT through the pool's spin budget, the throttled budget when
  * the pool is wider than the CPUs, and a stop when the waiter sees itself
- * descheduled. It reaches the barrier when the others are already in it,
- * and the barrier lets everyone go at once. A caller that waits long
- * sleeps here instead of in the barrier: the library's budget replaces
- * libgomp's, it does not add to it.
+ * descheduled. A caller that waits long sleeps here instead of in the
+ * barrier: the library's budget replaces libgomp's, it does not add to it.
+ * Then it says it is done, as in the caller-first order, and the others,
+ * which reported to the join, wait for that (TT__LEAD_FIRST_POLLS at most)
+ * before they go to the barrier: the caller reaches the barrier first and
+ * is let go by the generation store, a member makes the wake call. When
+ * the caller went from the join straight to the barrier it arrived last
+ * on nearly every root and paid that call on its path (test_waits: 401
+ * calls in 200 roots; the A/B is in docs/design/waiting.md, "A root's
+ * caller and libgomp's throttle").
  *
  * TT__END_BARRIER, the barrier alone: on an oversubscribed machine (there
  * libgomp's quick sleep beat the join's spin, and a spin for the caller's
@@ -341,10 +348,13 @@ static void region_end(region_run *r, tt__crew *c, unsigned k)
     case TT__END_BARRIER:
         return;
     case TT__END_LEAD_WAITS:
-        if (k > 0)
+        if (k > 0) {
             tt__join_done(&r->join, c->stats);
-        else
+            tt__lead_first_wait(&r->lead_done, c->team_pol.spin_polls, c->stats);
+        } else {
             tt__join_wait(&r->join, &c->team_pol, c->stats);
+            tt__lead_first_done(&r->lead_done);
+        }
         return;
     case TT__END_LEAD_FIRST:
         tt__lead_first_end(&r->lead_done, k, c->team_pol.spin_polls, c->stats);
@@ -411,7 +421,7 @@ static bool run_region(entry *e, task *tasks, unsigned ntasks, const tt__placeme
         r.end = (uint8_t)tt__region_end_order(tt__backend_get()->last_arriver_wakes());
     if (r.end == TT__END_LEAD_WAITS)
         tt__join_init(&r.join, pl->cnt - 1);
-    else if (r.end == TT__END_LEAD_FIRST)
+    if (r.end != TT__END_BARRIER)
         atomic_store_explicit(&r.lead_done, 0, memory_order_relaxed);
     tt__backend_get()->region(e->pool->width, region_member, &r);
     return !r.short_team;

@@ -212,7 +212,8 @@ uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool res
  * last (exec.c, region_end; wait.c says when each applies). */
 enum tt__region_end {
     TT__END_BARRIER,    /* the runtime's barrier alone                      */
-    TT__END_LEAD_WAITS, /* the caller first waits for the others (a join)    */
+    TT__END_LEAD_WAITS, /* the caller waits for the others (a join), then
+                         * they wait a little for the caller              */
     TT__END_LEAD_FIRST, /* the others first wait a little for the caller     */
 };
 /* The end for a root's region now: TT__END_LEAD_WAITS when the process
