@@ -390,6 +390,31 @@ static void region_member(void *ctx, unsigned k, unsigned got)
     region_end(r, c, k);
 }
 
+/* The end order of this thread's last root region (a test hook reads it;
+ * one store per root, to a line of this thread's own). */
+static _Thread_local uint8_t last_region_end;
+
+/*
+ * The widest root region this thread has opened. A region wider than any
+ * before it on this thread makes the runtime start team threads (libgomp
+ * keeps a thread's team between its regions), and the root's end then
+ * waits in the runtime's barrier alone (TT__END_BARRIER), as raw OpenMP's
+ * would. A new team thread starts on its parent's CPU, wakes the parent
+ * and is preempted by it, and a load balancer does not move a thread that
+ * ran a moment ago; a caller that spun in the library's join (or waited
+ * for its members to wait for it) kept the new thread off its only CPU
+ * until a tick while the other CPU idled: `perf sched timehist` on host vm
+ * showed the parent running 4.25 ms with its new thread runnable behind it
+ * and CPU 1 idle, and bench_paths' other-thread first row (a fresh
+ * thread's first root) had a p90 of 3.2 to 3.6 ms against raw OpenMP's 42
+ * us. libgomp's own barrier, throttled there, sleeps after 100 polls and
+ * lets the new thread run. A thread whose team was made by the
+ * application's own regions pays the barrier once, on its first root.
+ */
+static _Thread_local unsigned region_width_seen;
+
+int tt__test_last_region_end(void) { return last_region_end; }
+
 /* Returns false when the team formed was too narrow for calls that must
  * run at once (nothing ran). */
 static bool run_region(entry *e, task *tasks, unsigned ntasks, const tt__placement *pl,
@@ -417,13 +442,17 @@ static bool run_region(entry *e, task *tasks, unsigned ntasks, const tt__placeme
         r.range_len = re->len;
         r.ledger = e->ledger;
     }
-    if (pl->cnt > 1 && e->crew->team_pol.spin_polls > 0)
+    unsigned width = e->pool->width;
+    if (width > region_width_seen)
+        region_width_seen = width; /* a new team: the barrier alone */
+    else if (pl->cnt > 1 && e->crew->team_pol.spin_polls > 0)
         r.end = (uint8_t)tt__region_end_order(tt__backend_get()->last_arriver_wakes());
+    last_region_end = r.end;
     if (r.end == TT__END_LEAD_WAITS)
         tt__join_init(&r.join, pl->cnt - 1);
     if (r.end != TT__END_BARRIER)
         atomic_store_explicit(&r.lead_done, 0, memory_order_relaxed);
-    tt__backend_get()->region(e->pool->width, region_member, &r);
+    tt__backend_get()->region(width, region_member, &r);
     return !r.short_team;
 }
 

@@ -225,6 +225,9 @@ enum tt__region_end tt__region_end_order(bool last_wakes);
 /* Test hook: the process's thread count that tt__region_end_order takes
  * (0: the sampled one); returns the previous hook. */
 uint32_t tt__test_threads_hook(uint32_t n);
+/* Test hook: the end order (enum tt__region_end) of the calling thread's
+ * last root region. */
+int tt__test_last_region_end(void);
 /* Polls a participant waits for the caller before the end barrier
  * (TT__END_LEAD_FIRST), at most; exec.c says why this many. */
 #define TT__LEAD_FIRST_POLLS 1024u

@@ -297,6 +297,7 @@ uint64_t tt__test_pool_crowded_waits(const tt_pool *pool);
 uint64_t tt__test_pool_nudges(const tt_pool *pool);
 int tt__test_scope_cpu_hook(int cpu);
 uint32_t tt__test_threads_hook(uint32_t n);
+int tt__test_last_region_end(void);
 
 static uint64_t default_spin(void)
 {
@@ -793,6 +794,80 @@ static void late_join_run(late_join *l, bool throttle, long *gave_up, long *slep
     ck_assert_uint_eq(tt_pool_spin_polls(pool), default_spin());
     tt_pool_destroy(pool);
 }
+
+/*
+ * A thread's first root ends in the runtime's barrier alone. That root
+ * creates the thread's team: libgomp starts the new team thread on its
+ * parent's CPU, where it wakes the parent and is preempted by it, and a
+ * load balancer does not move a thread that ran a moment ago. A caller
+ * that then spun in the library's join (TT__END_LEAD_WAITS, the order of a
+ * process with more threads than CPUs) kept the new thread off its only
+ * CPU until a tick, while the other CPU idled (perf sched timehist, host
+ * vm: 4 ms); libgomp's throttled barrier sleeps after 100 polls and lets
+ * it run. bench_paths' other-thread first row had a p90 of 3.2 to 3.6 ms
+ * (raw OpenMP: 42 us). The second root, on the same team, takes the order
+ * the process's threads say. tt__test_last_region_end: the end order of
+ * the calling thread's last root region (enum tt__region_end: 0 the
+ * barrier alone, 1 the caller's join, 2 the caller first).
+ */
+typedef struct first_root {
+    tt_pool *pool;
+    int first_end, second_end;
+    _Atomic unsigned ran;
+} first_root;
+
+static void first_root_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    (void)child;
+    first_root *f = arg;
+    atomic_fetch_add(&f->ran, 1);
+}
+
+static void *first_root_main(void *arg)
+{
+    first_root *f = arg;
+    for (int r = 0; r < 2; r++) {
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, f->pool, 2), TT_OK);
+        ck_assert_int_eq(tt_fork(&ex, 2, first_root_job, f), TT_OK);
+        if (r == 0)
+            f->first_end = tt__test_last_region_end();
+        else
+            f->second_end = tt__test_last_region_end();
+    }
+    return NULL;
+}
+
+START_TEST(test_first_root_of_a_thread_ends_in_the_barrier)
+{
+    if (tt_affinity_cpus() < 2)
+        return; /* a pool of 2 on 1 CPU: every order is the barrier's */
+    /* A process that holds more threads than CPUs, on a machine with CPUs
+     * to spare: the caller's join, from the second root on. */
+    tt__test_runnable_hook(true, 1, 2);
+    uint32_t threads = tt__test_threads_hook(1000);
+    tt_pool_attr *a;
+    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
+    first_root f = {.first_end = -1, .second_end = -1};
+    ck_assert_int_eq(tt_pool_create(&f.pool, a), TT_OK);
+    tt_pool_attr_destroy(a);
+    bool passive = tt_pool_spin_polls(f.pool) == 0;
+    for (int t = 0; t < 3; t++) {
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, first_root_main, &f), 0);
+        pthread_join(th, NULL);
+        ck_assert_int_eq(f.first_end, 0);
+        /* A budget of 0 (OMP_WAIT_POLICY=passive): no order at all. */
+        ck_assert_int_eq(f.second_end, passive ? 0 : 1);
+    }
+    ck_assert_uint_eq(atomic_load(&f.ran), 12);
+    tt_pool_destroy(f.pool);
+    tt__test_threads_hook(threads);
+    tt__test_runnable_hook(false, 0, 0);
+}
+END_TEST
 
 START_TEST(test_caller_waits_before_region_barrier)
 {
@@ -1531,6 +1606,7 @@ static Suite *waits_suite(void)
     tcase_add_test(pol, test_loadavg_parse);
 #if TT_PARALLEL_ENABLED
     tcase_add_test(pol, test_wait_policy_from_env);
+    tcase_add_test(pol, test_first_root_of_a_thread_ends_in_the_barrier);
     tcase_add_test(pol, test_caller_waits_before_region_barrier);
     tcase_add_test(pol, test_no_join_when_machine_oversubscribed);
     tcase_add_test(pol, test_caller_not_last_at_region_end);
