@@ -413,6 +413,14 @@ static _Thread_local uint8_t last_region_end;
  */
 static _Thread_local unsigned region_width_seen;
 
+bool tt__region_new_team(unsigned width)
+{
+    if (width <= region_width_seen)
+        return false;
+    region_width_seen = width;
+    return true;
+}
+
 int tt__test_last_region_end(void) { return last_region_end; }
 
 /* Returns false when the team formed was too narrow for calls that must
@@ -443,8 +451,8 @@ static bool run_region(entry *e, task *tasks, unsigned ntasks, const tt__placeme
         r.ledger = e->ledger;
     }
     unsigned width = e->pool->width;
-    if (width > region_width_seen)
-        region_width_seen = width; /* a new team: the barrier alone */
+    if (tt__region_new_team(width))
+        ; /* the barrier alone */
     else if (pl->cnt > 1 && e->crew->team_pol.spin_polls > 0)
         r.end = (uint8_t)tt__region_end_order(tt__backend_get()->last_arriver_wakes());
     last_region_end = r.end;

@@ -204,6 +204,8 @@ uint64_t tt__test_pool_nudges(const tt_pool *pool);
 /* Test hook: when >= 0, the CPU that every thread of a scope is taken to
  * run on (team_scope.c); returns the previous value. */
 int tt__test_scope_cpu_hook(int cpu);
+/* Test hook: whether a scope's waits spin only the throttled budget. */
+bool tt__test_scope_throttled(const tt_scope *scope);
 uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool reset,
                              uint64_t *preemptions, uint64_t *starved_until,
                              uint64_t *spun);
@@ -225,6 +227,10 @@ enum tt__region_end tt__region_end_order(bool last_wakes);
 /* Test hook: the process's thread count that tt__region_end_order takes
  * (0: the sampled one); returns the previous hook. */
 uint32_t tt__test_threads_hook(uint32_t n);
+/* Whether a root region of `width` threads opened by the calling thread
+ * is wider than any it opened before (the runtime then starts team threads
+ * for it: exec.c, region_width_seen); notes the width. */
+bool tt__region_new_team(unsigned width);
 /* Test hook: the end order (enum tt__region_end) of the calling thread's
  * last root region. */
 int tt__test_last_region_end(void);

@@ -298,6 +298,7 @@ uint64_t tt__test_pool_nudges(const tt_pool *pool);
 int tt__test_scope_cpu_hook(int cpu);
 uint32_t tt__test_threads_hook(uint32_t n);
 int tt__test_last_region_end(void);
+bool tt__test_scope_throttled(const tt_scope *scope);
 
 static uint64_t default_spin(void)
 {
@@ -806,15 +807,27 @@ static void late_join_run(late_join *l, bool throttle, long *gave_up, long *slep
  * vm: 4 ms); libgomp's throttled barrier sleeps after 100 polls and lets
  * it run. bench_paths' other-thread first row had a p90 of 3.2 to 3.6 ms
  * (raw OpenMP: 42 us). The second root, on the same team, takes the order
- * the process's threads say. tt__test_last_region_end: the end order of
+ * the process's threads say. A thread's first team scope spins only the
+ * throttled budget in its waits, for the same reason (lib/team_scope.c,
+ * scope_on_region: 7.8 ms, two ticks, for a fresh thread's first scope of
+ * one section, against 26 to 38 us for its first `omp parallel`). tt__test_last_region_end: the end order of
  * the calling thread's last root region (enum tt__region_end: 0 the
  * barrier alone, 1 the caller's join, 2 the caller first).
  */
 typedef struct first_root {
     tt_pool *pool;
+    bool scope;
     int first_end, second_end;
+    bool throttled; /* a scope's waits: the throttled budget */
     _Atomic unsigned ran;
 } first_root;
+
+static void first_root_scope(void *arg, tt_scope *scope)
+{
+    first_root *f = arg;
+    f->throttled = tt__test_scope_throttled(scope);
+    atomic_fetch_add(&f->ran, 2);
+}
 
 static void first_root_job(void *arg, unsigned i, tt_exec *child)
 {
@@ -830,6 +843,14 @@ static void *first_root_main(void *arg)
     for (int r = 0; r < 2; r++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, f->pool, 2), TT_OK);
+        if (f->scope) {
+            ck_assert_int_eq(tt_team_scope(&ex, first_root_scope, f), TT_OK);
+            if (r == 0)
+                f->first_end = f->throttled;
+            else
+                f->second_end = f->throttled;
+            continue;
+        }
         ck_assert_int_eq(tt_fork(&ex, 2, first_root_job, f), TT_OK);
         if (r == 0)
             f->first_end = tt__test_last_region_end();
@@ -863,6 +884,17 @@ START_TEST(test_first_root_of_a_thread_ends_in_the_barrier)
         ck_assert_int_eq(f.second_end, passive ? 0 : 1);
     }
     ck_assert_uint_eq(atomic_load(&f.ran), 12);
+    /* A thread's first scope: its waits spin only the throttled budget
+     * (libgomp's there); its second scope's spin the pool's. */
+    f.scope = true;
+    for (int t = 0; t < 3; t++) {
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, first_root_main, &f), 0);
+        pthread_join(th, NULL);
+        ck_assert_int_eq(f.first_end, 1);
+        ck_assert_int_eq(f.second_end, 0);
+    }
+    ck_assert_uint_eq(atomic_load(&f.ran), 24);
     tt_pool_destroy(f.pool);
     tt__test_threads_hook(threads);
     tt__test_runnable_hook(false, 0, 0);
@@ -1298,6 +1330,12 @@ static void woke_scope_fn(void *arg, tt_scope *scope)
     ck_assert_int_eq(tt_scope_run(scope, woke_section, ws->w), TT_OK);
 }
 
+static void woke_empty_fn(void *arg, tt_scope *scope)
+{
+    (void)scope;
+    (void)arg;
+}
+
 START_TEST(test_woken_members_sampled_before_join)
 {
     if (tt_affinity_cpus() < 2)
@@ -1310,6 +1348,15 @@ START_TEST(test_woken_members_sampled_before_join)
     tt_pool *pool;
     ck_assert_int_eq(tt_pool_create(&pool, a), TT_OK);
     tt_pool_attr_destroy(a);
+    /* This thread's first scope makes its team and spins only the
+     * throttled budget (team_scope.c, scope_on_region), which never
+     * samples: the team exists before the tries. */
+    {
+        woke_run w = {0};
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, pool, 2), TT_OK);
+        ck_assert_int_eq(tt_team_scope(&ex, woke_empty_fn, &w), TT_OK);
+    }
     int checked = 0;
     for (int tries = 0; tries < 10 && checked < 3; tries++) {
         woke_run w = {0};
