@@ -31,7 +31,9 @@
  *                               `first` is a fresh pthread's first root
  *                               (tt_exec_init + a W-job tt_fork) against
  *                               the first `omp parallel` that thread opens,
- *                               one new thread per sample; `steady` is a
+ *                               one new thread per sample (`first-scope`:
+ *                               its first tt_team_scope of one section,
+ *                               against the same); `steady` is a
  *                               second thread's roots, one after another,
  *                               against its own `omp parallel` regions;
  *                               --gap-ns N spins N ns before each steady
@@ -186,6 +188,7 @@ static void tiny_job(void *arg, unsigned i, tt_exec *child)
 
 typedef struct other {
     bool tt;
+    bool scope; /* first-scope: a team scope of one section, not a fork */
     tt_pool *pool;
     unsigned W;
     int calls, reps;
@@ -194,12 +197,25 @@ typedef struct other {
     samples *s;      /* steady: every call                   */
 } other;
 
+static void tiny_section(void *arg, tt_section *sec)
+{
+    tiny_job(arg, tt_section_rank(sec), NULL);
+}
+
+static void tiny_scope(void *arg, tt_scope *scope)
+{
+    (void)tt_scope_run(scope, tiny_section, arg);
+}
+
 static void one_root(const other *o)
 {
     if (o->tt) {
         tt_exec ex;
         tt_exec_init(&ex, o->pool, o->W);
-        tt_fork(&ex, o->W, tiny_job, NULL);
+        if (o->scope)
+            tt_team_scope(&ex, tiny_scope, NULL);
+        else
+            tt_fork(&ex, o->W, tiny_job, NULL);
     } else {
 #pragma omp parallel num_threads(o->W)
         tiny_job(NULL, (unsigned)omp_get_thread_num(), NULL);
@@ -524,6 +540,25 @@ int main(int argc, char **argv)
         for (int r = 0; r < reps; r++)
             rep_us[r] = median(firsts + 5 * r, 5);
         report("other-thread", "first", rep_us, reps, &smp);
+        /* first-scope: the same with a team scope of one section (raw
+         * OpenMP: the same first `omp parallel`) */
+        o.scope = true;
+        for (int i = -1; i < nf; i++) {
+            pthread_t th;
+            if (pthread_create(&th, NULL, first_main, &o) != 0) {
+                fprintf(stderr, "bench_paths: pthread_create failed\n");
+                return 1;
+            }
+            pthread_join(th, NULL);
+            if (i >= 0) {
+                firsts[i] = o.first_us;
+                sample(&smp, o.first_us);
+            }
+        }
+        o.scope = false;
+        for (int r = 0; r < reps; r++)
+            rep_us[r] = median(firsts + 5 * r, 5);
+        report("other-thread", "first-scope", rep_us, reps, &smp);
         free(firsts);
         /* steady: one second thread, reps x calls roots */
         o.calls = calls ? calls : 2000;

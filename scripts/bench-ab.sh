@@ -282,8 +282,8 @@ if [ "${PATHS:-0}" = 1 ] && [ -s "$raw_ph" ] && [ -s "$raw_po" ]; then
         "ranges-free n=1000" "ranges-free n=100000" "ranges-free n=1000000" \
         "scope n=1000" "scope n=100000" "scope n=1000000" "coexist 5us" "alternate 5us" \
         "alternate-free 5us" "external n=32" "external n=64" "external n=128" "external n=256" \
-        "external n=512" "other-thread steady" "other-thread first" "other-thread-free steady" \
-        "other-thread-free first"; do
+        "external n=512" "other-thread steady" "other-thread first" "other-thread first-scope" \
+        "other-thread-free steady" "other-thread-free first" "other-thread-free first-scope"; do
         set -- $key
         grep -q "^[0-9]* $1 $2 " "$raw_ph" || continue
         m() { awk -v s="$1" -v p="$2" -v c="$3" '$2==s && $3==p {print $c}' "$4" | sort -g |
@@ -292,7 +292,7 @@ if [ "${PATHS:-0}" = 1 ] && [ -s "$raw_ph" ] && [ -s "$raw_po" ]; then
         hm=$(m "$1" "$2" 4 "$raw_ph"); h9=$(m "$1" "$2" 6 "$raw_ph"); h5=$(m "$1" "$2" 5 "$raw_ph")
         om=$(m "$1" "$2" 4 "$raw_po"); o9=$(m "$1" "$2" 6 "$raw_po"); o5=$(m "$1" "$2" 5 "$raw_po")
         if [ "$abload" = none ] && [ "$policy" = default ]; then
-            case "${1%-free} $2" in alternate*) tg=1.15 ;; "other-thread first") tg=2.0 ;; *) tg=1.10 ;; esac
+            case "${1%-free} $2" in alternate*) tg=1.15 ;; "other-thread first"*) tg=2.0 ;; *) tg=1.10 ;; esac
             vd=$(awk -v a="$hm" -v b="$om" -v g="$tg" 'BEGIN {print (b > 0 && a / b <= g) ? "PASS" : "MISS"}')
         else
             tg=1.5
