@@ -231,6 +231,37 @@ static void *first_main(void *arg)
     return NULL;
 }
 
+/* One fresh thread per sample, reps x 5 samples, each timing its first
+ * root (a team scope when `scope`); the rep medians are the medians of
+ * each group of 5. Reports the row; false when a thread could not start. */
+static bool fresh_firsts(other *o, bool scope)
+{
+    int nf = o->reps * 5;
+    double *firsts = calloc((size_t)nf, sizeof *firsts);
+    if (!firsts)
+        return false;
+    o->scope = scope;
+    for (int i = -1; i < nf; i++) {
+        pthread_t th;
+        if (pthread_create(&th, NULL, first_main, o) != 0) {
+            fprintf(stderr, "bench_paths: pthread_create failed\n");
+            free(firsts);
+            return false;
+        }
+        pthread_join(th, NULL);
+        if (i >= 0) {
+            firsts[i] = o->first_us;
+            sample(o->s, o->first_us);
+        }
+    }
+    o->scope = false;
+    for (int r = 0; r < o->reps; r++)
+        o->rep_us[r] = median(firsts + 5 * r, 5);
+    report("other-thread", scope ? "first-scope" : "first", o->rep_us, o->reps, o->s);
+    free(firsts);
+    return true;
+}
+
 static void *steady_main(void *arg)
 {
     other *o = arg;
@@ -521,45 +552,11 @@ int main(int argc, char **argv)
          * beside. */
         other o = {.tt = tt, .pool = pool, .W = W, .reps = reps, .rep_us = rep_us, .s = &smp};
         one_root(&o);
-        /* first: one fresh thread per sample, reps x 5 samples */
-        int nf = reps * 5;
-        double *firsts = calloc((size_t)nf, sizeof *firsts);
-        for (int i = -1; i < nf; i++) {
-            pthread_t th;
-            if (pthread_create(&th, NULL, first_main, &o) != 0) {
-                fprintf(stderr, "bench_paths: pthread_create failed\n");
-                return 1;
-            }
-            pthread_join(th, NULL);
-            if (i >= 0) {
-                firsts[i] = o.first_us;
-                sample(&smp, o.first_us);
-            }
-        }
-        /* rep medians: the median of each group of 5 samples */
-        for (int r = 0; r < reps; r++)
-            rep_us[r] = median(firsts + 5 * r, 5);
-        report("other-thread", "first", rep_us, reps, &smp);
-        /* first-scope: the same with a team scope of one section (raw
+        /* first: one fresh thread per sample, reps x 5 samples;
+         * first-scope: the same with a team scope of one section (raw
          * OpenMP: the same first `omp parallel`) */
-        o.scope = true;
-        for (int i = -1; i < nf; i++) {
-            pthread_t th;
-            if (pthread_create(&th, NULL, first_main, &o) != 0) {
-                fprintf(stderr, "bench_paths: pthread_create failed\n");
-                return 1;
-            }
-            pthread_join(th, NULL);
-            if (i >= 0) {
-                firsts[i] = o.first_us;
-                sample(&smp, o.first_us);
-            }
-        }
-        o.scope = false;
-        for (int r = 0; r < reps; r++)
-            rep_us[r] = median(firsts + 5 * r, 5);
-        report("other-thread", "first-scope", rep_us, reps, &smp);
-        free(firsts);
+        if (!fresh_firsts(&o, false) || !fresh_firsts(&o, true))
+            return 1;
         /* steady: one second thread, reps x calls roots */
         o.calls = calls ? calls : 2000;
         pthread_t th;
