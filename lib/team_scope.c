@@ -858,7 +858,6 @@ typedef struct scope_part {
  *    the section and the end command, and the leader in the section's
  *    join (waiting.md, "A team scope under OMP_WAIT_POLICY=passive").
  *
- *
  * Where the process holds more threads than CPUs (TT__END_LEAD_WAITS, a
  * throttled libgomp) the leader keeps its awake join and then says it is
  * done (lead_done), and the members, which reported, wait for that before
