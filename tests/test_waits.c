@@ -1448,16 +1448,33 @@ static void crowd_scope(void *arg, tt_scope *sc)
     ck_assert_int_eq(tt_scope_run(sc, crowd_finish, r), TT_OK);
 }
 
+static void crowd_warm_fn(void *arg, tt_scope *sc)
+{
+    (void)arg;
+    (void)sc;
+}
+
 /* A pool of `width`, and the first CPU of the calling thread's affinity
- * set (the CPU the participants gather on); the set itself in *set. */
+ * set (the CPU the participants gather on); the set itself in *set. The
+ * calling thread's first scope at a width makes its team and spins only
+ * the throttled budget, without moves (team_scope.c, scope_on_region):
+ * one empty scope comes first, so that every try sees the pool's own
+ * budget. */
 static tt_pool *crowd_pool(unsigned width, int *target, cpu_set_t *set)
 {
+    static unsigned warm_width;
     tt_pool_attr *a;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_threads(a, width), TT_OK);
     tt_pool *pool;
     ck_assert_int_eq(tt_pool_create(&pool, a), TT_OK);
     tt_pool_attr_destroy(a);
+    if (width > warm_width) {
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, pool, width), TT_OK);
+        ck_assert_int_eq(tt_team_scope(&ex, crowd_warm_fn, NULL), TT_OK);
+        warm_width = width;
+    }
     cpu_set_t mine;
     CPU_ZERO(&mine);
     ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
