@@ -348,14 +348,12 @@ static void region_end(region_run *r, tt__crew *c, unsigned k)
     case TT__END_BARRIER:
         return;
     case TT__END_LEAD_WAITS:
-        if (k > 0) {
+        /* The join first; then the caller-first order's step. */
+        if (k > 0)
             tt__join_done(&r->join, c->stats);
-            tt__lead_first_wait(&r->lead_done, c->team_pol.spin_polls, c->stats);
-        } else {
+        else
             tt__join_wait(&r->join, &c->team_pol, c->stats);
-            tt__lead_first_done(&r->lead_done);
-        }
-        return;
+        /* fall through */
     case TT__END_LEAD_FIRST:
         tt__lead_first_end(&r->lead_done, k, c->team_pol.spin_polls, c->stats);
         return;
@@ -451,9 +449,8 @@ static bool run_region(entry *e, task *tasks, unsigned ntasks, const tt__placeme
         r.ledger = e->ledger;
     }
     unsigned width = e->pool->width;
-    if (tt__region_new_team(width))
-        ; /* the barrier alone */
-    else if (pl->cnt > 1 && e->crew->team_pol.spin_polls > 0)
+    if (!tt__region_new_team(width) /* else the barrier alone */ && pl->cnt > 1 &&
+        e->crew->team_pol.spin_polls > 0)
         r.end = (uint8_t)tt__region_end_order(tt__backend_get()->last_arriver_wakes());
     last_region_end = r.end;
     if (r.end == TT__END_LEAD_WAITS)
