@@ -714,9 +714,13 @@ uint64_t tt__test_spin_starving(uint64_t spin_polls, uint64_t *starving, uint64_
 void tt__lead_first_wait(_Atomic uint32_t *done, uint64_t spin_polls, tt__wait_stats *stats)
 {
     uint64_t polls = spin_polls < TT__LEAD_FIRST_POLLS ? spin_polls : TT__LEAD_FIRST_POLLS;
-    for (uint64_t i = 0; i < polls; i++) {
+    /* One look even under a budget of 0 (a caller that is done is not
+     * late). */
+    for (uint64_t i = 0;; i++) {
         if (atomic_load_explicit(done, memory_order_acquire))
             return;
+        if (i == polls)
+            break;
         tt__cpu_relax();
     }
     /* The caller is still at work: the barrier's own wait takes over.

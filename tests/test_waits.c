@@ -819,6 +819,9 @@ typedef struct first_root {
     bool scope;
     int first_end, second_end;
     bool throttled; /* a scope's waits: the throttled budget */
+    /* A scope's end: whether the leader ended it with an awake join
+     * (scope_end_joins counted it) or went to the barrier alone. */
+    bool first_join, second_join;
     _Atomic unsigned ran;
 } first_root;
 
@@ -844,11 +847,16 @@ static void *first_root_main(void *arg)
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, f->pool, 2), TT_OK);
         if (f->scope) {
+            uint64_t joins = tt__test_pool_scope_end_joins(f->pool);
             ck_assert_int_eq(tt_team_scope(&ex, first_root_scope, f), TT_OK);
-            if (r == 0)
+            bool joined = tt__test_pool_scope_end_joins(f->pool) != joins;
+            if (r == 0) {
                 f->first_end = f->throttled;
-            else
+                f->first_join = joined;
+            } else {
                 f->second_end = f->throttled;
+                f->second_join = joined;
+            }
             continue;
         }
         ck_assert_int_eq(tt_fork(&ex, 2, first_root_job, f), TT_OK);
@@ -885,7 +893,12 @@ START_TEST(test_first_root_of_a_thread_ends_in_the_barrier)
     }
     ck_assert_uint_eq(atomic_load(&f.ran), 12);
     /* A thread's first scope: its waits spin only the throttled budget
-     * (libgomp's there); its second scope's spin the pool's. */
+     * (libgomp's there), and it ends in the barrier alone (CMD_LEAVE, no
+     * end join: a member that reported to the join then spun for its
+     * leader's "done" on the leader's own CPU, where the new team thread
+     * starts, and the leader ran only once that spin gave up, 20 us
+     * later). Its second scope spins the pool's budget and, in a process
+     * with more threads than CPUs, ends with the leader's awake join. */
     f.scope = true;
     for (int t = 0; t < 3; t++) {
         pthread_t th;
@@ -893,6 +906,8 @@ START_TEST(test_first_root_of_a_thread_ends_in_the_barrier)
         pthread_join(th, NULL);
         ck_assert_int_eq(f.first_end, 1);
         ck_assert_int_eq(f.second_end, 0);
+        ck_assert_msg(!f.first_join, "a thread's first scope ended with an end join");
+        ck_assert_int_eq(f.second_join, !passive);
     }
     ck_assert_uint_eq(atomic_load(&f.ran), 24);
     tt_pool_destroy(f.pool);
@@ -1608,6 +1623,66 @@ START_TEST(test_crowded_member_moves_off_across_scopes)
 }
 END_TEST
 
+static void crowd_empty_section(void *arg, tt_section *sec)
+{
+    (void)arg;
+    (void)sec;
+}
+
+static void crowd_empty_scope(void *arg, tt_scope *sc)
+{
+    (void)arg;
+    ck_assert_int_eq(tt_scope_run(sc, crowd_empty_section, NULL), TT_OK);
+}
+
+/* In a process of more threads than CPUs a scope's members wait for their
+ * leader's "done" after the end command (team_scope.c, lead_says_done).
+ * A member on the CPU the leader issued that command from does not poll
+ * for it: the leader runs only once the member stops. A member that spun
+ * there held the leader off its CPU for the whole wait (a fresh thread's
+ * first scope, on host vm: the leader's end join ended 23 us after the
+ * member's report). With every thread taken to be on one CPU (the test
+ * hook; they run on two), the member looks once and goes on to the
+ * barrier, counted in lead_late; where the hook says nothing, its wait
+ * sees the leader's word in time on most scopes. */
+START_TEST(test_crowded_member_does_not_wait_for_leader)
+{
+    if (tt_affinity_cpus() < 2 || getenv("LIKWID_PIN"))
+        return;
+    tt__test_runnable_hook(true, 1, 2);
+    uint32_t threads = tt__test_threads_hook(1000);
+    int target;
+    tt_pool *pool = crowd_pool(2, &target, NULL);
+    bool passive = tt_pool_spin_polls(pool) == 0;
+    unsigned scopes = tt_test_quick() ? 20 : 200;
+    uint64_t late[2];
+    for (int hooked = 0; hooked < 2; hooked++) {
+        if (hooked)
+            ck_assert_int_eq(tt__test_scope_cpu_hook(target), -1);
+        uint64_t l0 = tt__test_pool_lead_late(pool);
+        for (unsigned i = 0; i < scopes; i++) {
+            tt_exec ex;
+            ck_assert_int_eq(tt_exec_init(&ex, pool, 2), TT_OK);
+            ck_assert_int_eq(tt_team_scope(&ex, crowd_empty_scope, NULL), TT_OK);
+        }
+        late[hooked] = tt__test_pool_lead_late(pool) - l0;
+    }
+    tt__test_scope_cpu_hook(-1);
+    tt_pool_destroy(pool);
+    tt__test_threads_hook(threads);
+    tt__test_runnable_hook(false, 0, 0);
+    if (passive)
+        return; /* a budget of 0: no member waits for its leader */
+    ck_assert_msg(late[1] >= scopes * 3 / 4,
+                  "on their leader's CPU, members waited for it in %llu of %u scopes",
+                  (unsigned long long)(scopes - late[1]), scopes);
+    if (!tt_test_quick())
+        ck_assert_msg(late[0] < scopes / 2,
+                      "apart, members gave up on their leader in %llu of %u scopes",
+                      (unsigned long long)late[0], scopes);
+}
+END_TEST
+
 START_TEST(test_crowded_bound_member_stays)
 {
     if (tt_affinity_cpus() < 2 || getenv("LIKWID_PIN"))
@@ -1683,6 +1758,7 @@ static Suite *waits_suite(void)
     tcase_add_test(crowd, test_crowded_member_moves_off);
     tcase_add_test(crowd, test_crowded_member_moves_off_across_scopes);
     tcase_add_test(crowd, test_crowded_bound_member_stays);
+    tcase_add_test(crowd, test_crowded_member_does_not_wait_for_leader);
     tcase_add_test(crowd, test_crowded_no_nudge_where_threads_must_share);
 #endif
     return s;
