@@ -831,6 +831,19 @@ typedef struct scope_part {
     unsigned k;
 } scope_part;
 
+/* The budget of a member's wait for its leader's "done" (lead_done),
+ * which follows the block's policy as its other waits do: no poll on the
+ * CPU the leader issued the end command from (the leader says it only once
+ * this member stops polling; "Sharing a CPU" above), and at most the
+ * throttled budget where the block's waits are throttled. */
+static uint64_t lead_wait_polls(tt__ctl *c)
+{
+    if (on_lead_cpu(c))
+        return 0;
+    uint64_t polls = c->pol.spin_polls, thr = tt__throttled_polls();
+    return c->pol.throttled && polls > thr ? thr : polls;
+}
+
 /*
  * The end of a root scope on the caller's team. Where the leader's wait
  * can be awake (a spin budget, outside the caller-first order), the leader
@@ -866,25 +879,14 @@ typedef struct scope_part {
  * straight to the barrier it was the last arriver: 378 system calls of the
  * leader's in 200 empty scopes (test_waits), where it now makes 62 to
  * 167 (the dock's, on scopes whose bookkeeping ends after the member is
- * back in the dock).
+ * back in the dock). A member's wait for that word follows the block's
+ * policy (lead_wait_polls): none on the leader's CPU, where the leader
+ * could say it only once the member stopped polling.
  *
  * The block stays valid: it lives in the leader's frame until the
  * region's end barrier, which every member passes after its last read of
  * the command (and of lead_done).
  */
-/* The budget of a member's wait for its leader's "done" (lead_done),
- * which follows the block's policy as its other waits do: no poll on the
- * CPU the leader issued the end command from (the leader says it only once
- * this member stops polling; "Sharing a CPU" above), and at most the
- * throttled budget where the block's waits are throttled. */
-static uint64_t lead_wait_polls(tt__ctl *c)
-{
-    if (on_lead_cpu(c))
-        return 0;
-    uint64_t polls = c->pol.spin_polls, thr = tt__throttled_polls();
-    return c->pol.throttled && polls > thr ? thr : polls;
-}
-
 static void scope_participate(void *ctx)
 {
     scope_part *p = ctx;
@@ -1041,22 +1043,26 @@ static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_se
      * the leader, woken from its join onto the member's CPU, waited behind
      * it.
      *
-     * Such a scope also ends in the barrier alone (CMD_LEAVE), as a root
-     * region new to its thread does (exec.c, run_region). With an end join
-     * in a process of more threads than CPUs (TT__END_LEAD_WAITS) the
-     * member, which had taken the leader's CPU when the leader yielded in
-     * that join, reported and then spun for the leader's "done", which
-     * the leader could say only once that spin gave up: a user-space trace
-     * of 20 such scopes (host vm) had the leader's end join last 23 us
-     * after the member's report, every time on the one CPU both ran on,
-     * and the scope 58 us at the median; ending in the barrier, 34 to 40
-     * us. */
-    bool new_team = tt__region_new_team(pool->width);
-    if (new_team)
+     * Its end keeps the order the process's threads say. In a process of
+     * more threads than CPUs (TT__END_LEAD_WAITS) the member, which had
+     * taken the leader's CPU when the leader yielded in its end join,
+     * reported and then spun for the leader's "done", which the leader
+     * could say only once that spin gave up: a user-space trace of 20
+     * such scopes (host vm) had the leader's end join last 23 us after the
+     * member's report, every time on the one CPU both ran on, and the
+     * scope 58 us at the median. A member on its leader's CPU no longer
+     * polls for that word (lead_wait_polls): 36 to 38 us, where raw
+     * OpenMP's first `omp parallel` took 39 to 40 (25 in its fast mode;
+     * alternating processes, 100 threads each). Tried, not kept: ending such a scope in the barrier alone, as
+     * a thread's first root does. Quiet it did as well; beside two
+     * processes busy 50 % and an OpenMP co-tenant, the leader then slept
+     * in libgomp's barrier and waited for a CPU to be woken onto: a p75
+     * of 3.9 to 8.0 ms against 49 to 102 us with the awake end join. */
+    if (tt__region_new_team(pool->width))
         c.pol.throttled = true;
     scope_region r = {.c = &c, .view = &view, .fn = fn, .arg = arg, .cpus = cpus,
                       .ncpu = s->pin ? pin_cpus(cpus, budget) : 0};
-    if (budget > 1 && s->pol.spin_polls > 0 && !new_team) {
+    if (budget > 1 && s->pol.spin_polls > 0) {
         enum tt__region_end end = tt__region_end_order(tt__backend_get()->last_arriver_wakes());
         r.leave_at_end = end == TT__END_LEAD_FIRST;
         r.lead_says_done = end == TT__END_LEAD_WAITS;

@@ -893,12 +893,11 @@ START_TEST(test_first_root_of_a_thread_ends_in_the_barrier)
     }
     ck_assert_uint_eq(atomic_load(&f.ran), 12);
     /* A thread's first scope: its waits spin only the throttled budget
-     * (libgomp's there), and it ends in the barrier alone (CMD_LEAVE, no
-     * end join: a member that reported to the join then spun for its
-     * leader's "done" on the leader's own CPU, where the new team thread
-     * starts, and the leader ran only once that spin gave up, 20 us
-     * later). Its second scope spins the pool's budget and, in a process
-     * with more threads than CPUs, ends with the leader's awake join. */
+     * (libgomp's there); its second scope's spin the pool's. Both end with
+     * the leader's awake join in a process of more threads than CPUs (the
+     * first one too: ending it in the barrier alone left the leader asleep
+     * in libgomp's barrier on a loaded machine, team_scope.c,
+     * scope_on_region). */
     f.scope = true;
     for (int t = 0; t < 3; t++) {
         pthread_t th;
@@ -906,7 +905,7 @@ START_TEST(test_first_root_of_a_thread_ends_in_the_barrier)
         pthread_join(th, NULL);
         ck_assert_int_eq(f.first_end, 1);
         ck_assert_int_eq(f.second_end, 0);
-        ck_assert_msg(!f.first_join, "a thread's first scope ended with an end join");
+        ck_assert_int_eq(f.first_join, !passive);
         ck_assert_int_eq(f.second_join, !passive);
     }
     ck_assert_uint_eq(atomic_load(&f.ran), 24);
