@@ -352,7 +352,7 @@ END_TEST
 
 START_TEST(test_pool_absurd_widths)
 {
-    int before = tt_count_threads();
+    int before = tt_count_threads_settled();
     static const unsigned absurd[] = {1u << 30, UINT_MAX, (1u << 30) + 7};
     for (size_t i = 0; i < TT_ARRAY_LEN(absurd); i++) {
         int rc;
@@ -551,7 +551,7 @@ static TT_TEST_UNUSED void job_check_name_member(void *arg, unsigned i, tt_exec 
 
 static void check_named_pool(const char *prefix, unsigned width)
 {
-    int before = tt_count_threads();
+    int before = tt_count_threads_settled();
     tt_pool_attr *a = NULL;
     ck_rc(tt_pool_attr_create(&a), TT_OK);
     ck_rc(tt_pool_attr_set_threads(a, width), TT_OK);
@@ -724,7 +724,7 @@ START_TEST(test_pool_stack_size)
 {
     static const size_t sizes[] = {(size_t)256 << 10, (size_t)1 << 20, (size_t)24 << 20};
     for (size_t si = 0; si < TT_ARRAY_LEN(sizes); si++) {
-        int before = tt_count_threads();
+        int before = tt_count_threads_settled();
         tt_pool_attr *a = NULL;
         ck_rc(tt_pool_attr_create(&a), TT_OK);
         ck_rc(tt_pool_attr_set_threads(a, 2), TT_OK);
@@ -792,7 +792,7 @@ START_TEST(test_pool_qos)
     static const tt_qos qs[] = {TT_QOS_BACKGROUND, TT_QOS_UTILITY, TT_QOS_USER_INITIATED,
                                 TT_QOS_USER_INTERACTIVE};
     for (size_t i = 0; i < TT_ARRAY_LEN(qs); i++) {
-        int before = tt_count_threads();
+        int before = tt_count_threads_settled();
         tt_pool_attr *a = NULL;
         ck_rc(tt_pool_attr_create(&a), TT_OK);
         ck_rc(tt_pool_attr_set_threads(a, 2), TT_OK);

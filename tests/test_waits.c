@@ -296,6 +296,7 @@ uint64_t tt__test_pool_scope_end_joins(const tt_pool *pool);
 uint64_t tt__test_pool_crowded_waits(const tt_pool *pool);
 uint64_t tt__test_pool_nudges(const tt_pool *pool);
 int tt__test_scope_cpu_hook(int cpu);
+void tt__test_crew_cache_drain(void);
 uint32_t tt__test_threads_hook(uint32_t n);
 int tt__test_last_region_end(void);
 bool tt__test_scope_throttled(const tt_scope *scope);
@@ -1085,6 +1086,18 @@ static bool runtime_is_libomp(void) { return dlsym(RTLD_DEFAULT, "__kmpc_fork_ca
  * late root excuses (one whose member ran out of its wait, the caller
  * descheduled in its share on a busy machine, is the old order by design:
  * up to its two wake calls). */
+/* The process's threads are the pool's team of 2 (the library's count
+ * says so, whatever threads the test harness holds), and no cached private
+ * crew holds libgomp threads: those of earlier tests in the same process
+ * (CK_FORK=no) made libgomp throttle its waits where the library's count
+ * said it did not, and the caller-first order's caller then slept in
+ * libgomp's barrier (402 system calls in 200 scopes). */
+static void only_teams_threads(void)
+{
+    tt__test_threads_hook(2);
+    tt__test_crew_cache_drain();
+}
+
 static uint64_t caller_calls(lead_run *l, int fd, uint64_t *late)
 {
     lead_roots(l, 5); /* the team exists before counting */
@@ -1130,7 +1143,7 @@ START_TEST(test_caller_not_last_at_region_end)
      * and the process's threads those of libgomp's team (the test harness
      * may hold a timer thread of its own, which libgomp does not count). */
     tt__test_runnable_hook(true, 1, 2);
-    tt__test_threads_hook(2);
+    only_teams_threads();
     tt_pool_attr *a;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
@@ -1192,7 +1205,7 @@ static uint64_t lead_late_of(unsigned roots, uint64_t spin_polls, bool oversubsc
                              uint64_t *budget, unsigned *overlapped)
 {
     tt__test_runnable_hook(true, oversubscribed ? 1000 : 1, 2);
-    tt__test_threads_hook(2);
+    only_teams_threads();
     tt_pool_attr *a;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
@@ -1259,7 +1272,7 @@ static uint64_t scope_end_joins_of(unsigned scopes, uint64_t spin_polls, bool ov
                                    uint64_t *budget)
 {
     tt__test_runnable_hook(true, oversubscribed ? 1000 : 1, 2);
-    tt__test_threads_hook(2);
+    only_teams_threads();
     tt_pool_attr *a;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
