@@ -765,12 +765,23 @@ static void *late_main(void *arg)
     return NULL;
 }
 
+/* The process's involuntary context switches so far (every thread's: the
+ * kernel took the CPU from a runnable thread). */
+static long process_preemptions(void)
+{
+    struct rusage ru;
+    ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+    return ru.ru_nivcsw;
+}
+
 /* Runs l->roots roots from a second thread on a fresh width-2 pool, with
  * libgomp throttled when `throttle` (not in a quick run: under valgrind
  * there is no fork, and this team would stay for the tests after); *gave_up
  * receives the spins that stopped early (preemptions, starving), *slept the
- * library's join sleeps. */
-static void late_join_run(late_join *l, bool throttle, long *gave_up, long *slept)
+ * library's join sleeps, *preempted the times the kernel took a CPU from
+ * one of the process's threads meanwhile. */
+static void late_join_run(late_join *l, bool throttle, long *gave_up, long *slept,
+                          long *preempted)
 {
     if (throttle) {
 #pragma omp parallel num_threads(tt_affinity_cpus() + 1)
@@ -786,9 +797,11 @@ static void late_join_run(late_join *l, bool throttle, long *gave_up, long *slep
     atomic_store(&l->ran, 0);
     tt_wait_counts w0, w1;
     ck_assert_int_eq(tt_pool_wait_counts(pool, &w0), TT_OK);
+    long p0 = process_preemptions();
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, late_main, l), 0);
     pthread_join(th, NULL);
+    *preempted = process_preemptions() - p0;
     ck_assert_int_eq(tt_pool_wait_counts(pool, &w1), TT_OK);
     ck_assert_uint_eq(atomic_load(&l->ran), 2 * (l->roots + 1));
     *gave_up = (long)(w1.preemptions - w0.preemptions + w1.starving - w0.starving);
@@ -925,8 +938,8 @@ START_TEST(test_caller_waits_before_region_barrier)
     long best = LONG_MAX, best_allowed = 0;
     for (int attempt = 0; attempt < 3; attempt++) {
         late_join l = {.roots = quick ? 10 : 100};
-        long gave_up, slept;
-        late_join_run(&l, !quick, &gave_up, &slept);
+        long gave_up, slept, preempted;
+        late_join_run(&l, !quick, &gave_up, &slept, &preempted);
         if (quick)
             break;
         /* Without the join: one switch per root (100 of 100). A spin that
@@ -936,8 +949,15 @@ START_TEST(test_caller_waits_before_region_barrier)
          * test_races) the caller still sleeps in libgomp now and then, in
          * its end barrier or at the next root's start (up to 53 of 100
          * roots in one run, 31 to 43 as the best of three), hence a half
-         * and the best of three runs. */
-        long allowed = gave_up + slept + (long)l.roots / 2;
+         * and the best of three runs. A machine busier than that (make
+         * check-loaded: two spinners beside make check -j2, load average
+         * 5 to 6 on 2 CPUs) has no CPU to spare at all: a member the kernel
+         * took off its CPU arrives late wherever the caller waits, and the
+         * caller slept on 61 to 96 of 100 roots (the base of this test's
+         * change too, beside four spinners). Each sleep that a preemption
+         * can explain is allowed: one per involuntary switch of the
+         * process's threads during the run. */
+        long allowed = gave_up + slept + preempted + (long)l.roots / 2;
         if (l.switches - allowed < best - best_allowed) {
             best = l.switches;
             best_allowed = allowed;
@@ -963,8 +983,8 @@ START_TEST(test_no_join_when_machine_oversubscribed)
         return; /* the throttle needs a team that would outlive this test */
     tt__test_runnable_hook(true, 1000, 2);
     late_join l = {.roots = 100};
-    long gave_up, slept;
-    late_join_run(&l, true, &gave_up, &slept);
+    long gave_up, slept, preempted;
+    late_join_run(&l, true, &gave_up, &slept, &preempted);
     tt__test_runnable_hook(false, 0, 0);
     ck_assert_int_eq(slept, 0);
     ck_assert_int_eq(gave_up, 0);
@@ -1098,20 +1118,23 @@ static void only_teams_threads(void)
     tt__test_crew_cache_drain();
 }
 
-static uint64_t caller_calls(lead_run *l, int fd, uint64_t *late)
+static uint64_t caller_calls(lead_run *l, int fd, uint64_t *late, long *preempted)
 {
     lead_roots(l, 5); /* the team exists before counting */
     uint64_t best = UINT64_MAX;
     *late = 0;
     for (int attempt = 0; attempt < 3; attempt++) {
         uint64_t late0 = tt__test_pool_lead_late(l->pool);
+        long p0 = process_preemptions();
         uint64_t c0 = counter_read(fd);
         lead_roots(l, l->roots);
         uint64_t calls = counter_read(fd) - c0 - 1; /* the read itself */
+        long pr = process_preemptions() - p0;
         uint64_t lt = tt__test_pool_lead_late(l->pool) - late0;
         if (best == UINT64_MAX || calls + 2 * *late < best + 2 * lt) {
             best = calls;
             *late = lt;
+            *preempted = pr;
         }
         if (best <= l->roots * 13 / 10 + 2 * *late)
             break;
@@ -1121,9 +1144,21 @@ static uint64_t caller_calls(lead_run *l, int fd, uint64_t *late)
 
 /* The caller's system calls in `roots` roots (or scopes), best of 3: at
  * most 1.3 per root, and two more for each root on which a member stopped
- * waiting for it (`late`, counted in the pool's lead_late). */
-static void caller_calls_check(const char *what, uint64_t calls, unsigned roots, uint64_t late)
+ * waiting for it (`late`, counted in the pool's lead_late). Inconclusive
+ * where the kernel took a CPU from the process's threads on more than one
+ * root in ten during that run: a preempted member arrives late wherever
+ * the caller waits, and every wait of the caller's then ends in system
+ * calls (beside four busy processes on 2 CPUs: 967 calls in 200 roots, 190
+ * of them late), whatever order the library chose. */
+static void caller_calls_check(const char *what, uint64_t calls, unsigned roots, uint64_t late,
+                               long preempted)
 {
+    if (preempted > (long)roots / 10) {
+        fprintf(stderr,
+                "test_caller_not_last_at_region_end: %s inconclusive, %ld preemptions in %u\n",
+                what, preempted, roots);
+        return;
+    }
     ck_assert_msg(calls <= roots * 13 / 10 + 2 * late,
                   "%s: the caller made %llu system calls in %u (%llu late), best of 3", what,
                   (unsigned long long)calls, roots, (unsigned long long)late);
@@ -1165,9 +1200,10 @@ START_TEST(test_caller_not_last_at_region_end)
      * (a budget of 0): no order, by design. */
     bool passive = tt_pool_spin_polls(l.pool) == 0;
     uint64_t late_roots = 0, late_scopes = 0;
-    uint64_t roots = caller_calls(&l, fd, &late_roots);
+    long pre_roots = 0, pre_scopes = 0, pre_troots = 0, pre_tscopes = 0;
+    uint64_t roots = caller_calls(&l, fd, &late_roots, &pre_roots);
     l.scope = true;
-    uint64_t scopes = caller_calls(&l, fd, &late_scopes);
+    uint64_t scopes = caller_calls(&l, fd, &late_scopes, &pre_scopes);
     /* A process with more threads than CPUs (libgomp throttles its waits;
      * a second thread's team beside the main thread's is enough): the
      * caller waits for the others in the library's join, awake, and then
@@ -1179,19 +1215,19 @@ START_TEST(test_caller_not_last_at_region_end)
     tt__test_threads_hook(1000);
     uint64_t late_troots = 0, late_tscopes = 0;
     l.scope = false;
-    uint64_t troots = caller_calls(&l, fd, &late_troots);
+    uint64_t troots = caller_calls(&l, fd, &late_troots, &pre_troots);
     l.scope = true;
-    uint64_t tscopes = caller_calls(&l, fd, &late_tscopes);
+    uint64_t tscopes = caller_calls(&l, fd, &late_tscopes, &pre_tscopes);
     close(fd);
     tt__test_runnable_hook(false, 0, 0);
     tt__test_threads_hook(0);
     tt_pool_destroy(l.pool);
     if (passive)
         return;
-    caller_calls_check("roots", roots, l.roots, late_roots);
-    caller_calls_check("scopes", scopes, l.roots, late_scopes);
-    caller_calls_check("roots, throttled", troots, l.roots, late_troots);
-    caller_calls_check("scopes, throttled", tscopes, l.roots, late_tscopes);
+    caller_calls_check("roots", roots, l.roots, late_roots, pre_roots);
+    caller_calls_check("scopes", scopes, l.roots, late_scopes, pre_scopes);
+    caller_calls_check("roots, throttled", troots, l.roots, late_troots, pre_troots);
+    caller_calls_check("scopes, throttled", tscopes, l.roots, late_tscopes, pre_tscopes);
 }
 END_TEST
 
@@ -1487,22 +1523,20 @@ static void crowd_warm_fn(void *arg, tt_scope *sc)
  * set (the CPU the participants gather on); the set itself in *set. The
  * calling thread's first scope at a width makes its team and spins only
  * the throttled budget, without moves (team_scope.c, scope_on_region):
- * one empty scope comes first, so that every try sees the pool's own
- * budget. */
+ * one empty scope comes first (it runs no section, so no member's streak
+ * starts), so that every try sees the pool's own budget. */
 static tt_pool *crowd_pool(unsigned width, int *target, cpu_set_t *set)
 {
-    static unsigned warm_width;
     tt_pool_attr *a;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_threads(a, width), TT_OK);
     tt_pool *pool;
     ck_assert_int_eq(tt_pool_create(&pool, a), TT_OK);
     tt_pool_attr_destroy(a);
-    if (width > warm_width) {
+    {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, width), TT_OK);
         ck_assert_int_eq(tt_team_scope(&ex, crowd_warm_fn, NULL), TT_OK);
-        warm_width = width;
     }
     cpu_set_t mine;
     CPU_ZERO(&mine);
@@ -1518,8 +1552,8 @@ static tt_pool *crowd_pool(unsigned width, int *target, cpu_set_t *set)
 
 /* One scope of `width` on a fresh pool after gathering; the nudges and the
  * crowded waits it made. */
-static void crowd_try(unsigned width, bool keep_member_bound, crowd_run *r, uint64_t *nudges,
-                      uint64_t *crowded)
+static void crowd_try_here(unsigned width, bool keep_member_bound, crowd_run *r,
+                           uint64_t *nudges, uint64_t *crowded)
 {
     int target;
     tt_pool *pool = crowd_pool(width, &target, NULL);
@@ -1536,6 +1570,37 @@ static void crowd_try(unsigned width, bool keep_member_bound, crowd_run *r, uint
     tt_pool_destroy(pool);
     for (unsigned k = 0; k < width; k++)
         ck_assert_msg(r->mask_back[k], "participant %u's affinity mask changed", k);
+}
+
+typedef struct crowd_try_args {
+    unsigned width;
+    bool keep_member_bound;
+    crowd_run *r;
+    uint64_t *nudges, *crowded;
+} crowd_try_args;
+
+static void *crowd_try_main(void *arg)
+{
+    crowd_try_args *t = arg;
+    crowd_try_here(t->width, t->keep_member_bound, t->r, t->nudges, t->crowded);
+    return NULL;
+}
+
+/* One try on a fresh thread, whose team's members are new threads too. A
+ * member's streak is the thread's (team_scope.c, member_last_same): on
+ * the main thread's team, a member that ended one try on its leader's CPU
+ * moved at the next try's gathering, and that took the millisecond's
+ * move from the sections the test notes. Under make check's three builds
+ * at once that happened on all 7 conclusive tries of a run of
+ * test_crowded_member_moves_off ("the member stayed on its leader's
+ * CPU"). */
+static void crowd_try(unsigned width, bool keep_member_bound, crowd_run *r, uint64_t *nudges,
+                      uint64_t *crowded)
+{
+    crowd_try_args t = {width, keep_member_bound, r, nudges, crowded};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, crowd_try_main, &t), 0);
+    pthread_join(th, NULL);
 }
 
 /* Whether leader and member shared r->target at the first two sections'
