@@ -1053,11 +1053,12 @@ static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_se
      * scope 58 us at the median. A member on its leader's CPU no longer
      * polls for that word (lead_wait_polls): 36 to 38 us, where raw
      * OpenMP's first `omp parallel` took 39 to 40 (25 in its fast mode;
-     * alternating processes, 100 threads each). Tried, not kept: ending such a scope in the barrier alone, as
-     * a thread's first root does. Quiet it did as well; beside two
-     * processes busy 50 % and an OpenMP co-tenant, the leader then slept
-     * in libgomp's barrier and waited for a CPU to be woken onto: a p75
-     * of 3.9 to 8.0 ms against 49 to 102 us with the awake end join. */
+     * alternating processes, 100 threads each). Tried, not kept: ending
+     * such a scope in the barrier alone, as a thread's first root does.
+     * Quiet it did as well; beside two processes busy 50 % and an OpenMP
+     * co-tenant, the leader then slept in libgomp's barrier and waited for
+     * a CPU to be woken onto: a p75 of 1.7 to 8.0 ms (two harness runs)
+     * against 49 to 102 us with the awake end join. */
     if (tt__region_new_team(pool->width))
         c.pol.throttled = true;
     scope_region r = {.c = &c, .view = &view, .fn = fn, .arg = arg, .cpus = cpus,
