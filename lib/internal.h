@@ -185,6 +185,12 @@ static inline void tt__cpu_relax(void)
 #endif
 }
 
+/* The most polls a wait under `pol` makes before it yields or sleeps: none
+ * when crowded, at most the throttled budget when throttled, else the
+ * policy's spin_polls. tt__wait_spin_ne takes its budget here, and so does a
+ * scope member's wait for its leader's "done" (team_scope.c). */
+uint64_t tt__wait_polls(const tt__wait_policy *pol);
+
 /* Spin per `pol` until *word != old. Returns true when the value changed
  * during the spin, false when the spin budget ran out (the caller then
  * sleeps with its own protocol). `stats` may be NULL. */

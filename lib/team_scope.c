@@ -838,10 +838,7 @@ typedef struct scope_part {
  * throttled budget where the block's waits are throttled. */
 static uint64_t lead_wait_polls(tt__ctl *c)
 {
-    if (on_lead_cpu(c))
-        return 0;
-    uint64_t polls = c->pol.spin_polls, thr = tt__throttled_polls();
-    return c->pol.throttled && polls > thr ? thr : polls;
+    return on_lead_cpu(c) ? 0 : tt__wait_polls(&c->pol);
 }
 
 /*

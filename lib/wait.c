@@ -465,15 +465,21 @@ static void starve_window(tt__wait_stats *stats, _Atomic uint64_t *ctr, uint64_t
     atomic_store_explicit(&stats->starved_until_ns, now + TT__STARVED_NS, memory_order_relaxed);
 }
 
-bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_policy *pol,
-                      tt__wait_stats *stats)
+uint64_t tt__wait_polls(const tt__wait_policy *pol)
 {
     /* A crowded wait does not poll: the thread it waits for shares this
      * CPU and runs only once this one yields or sleeps. */
-    uint64_t polls = pol->crowded ? 0 : pol->spin_polls;
+    if (pol->crowded)
+        return 0;
     const uint64_t thr = tt__throttled_polls();
-    if (pol->throttled && polls > thr)
-        polls = thr;
+    return pol->throttled && pol->spin_polls > thr ? thr : pol->spin_polls;
+}
+
+bool tt__wait_spin_ne(_Atomic uint32_t *word, uint32_t old, const tt__wait_policy *pol,
+                      tt__wait_stats *stats)
+{
+    uint64_t polls = tt__wait_polls(pol);
+    const uint64_t thr = tt__throttled_polls();
     uint64_t last = 0, start = 0;
     /* No yields: the budget is 0 (passive), or this wait gives the CPU
      * away at once because someone is being starved. */

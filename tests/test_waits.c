@@ -1395,12 +1395,6 @@ static void woke_scope_fn(void *arg, tt_scope *scope)
     ck_assert_int_eq(tt_scope_run(scope, woke_section, ws->w), TT_OK);
 }
 
-static void woke_empty_fn(void *arg, tt_scope *scope)
-{
-    (void)scope;
-    (void)arg;
-}
-
 START_TEST(test_woken_members_sampled_before_join)
 {
     if (tt_affinity_cpus() < 2)
@@ -1420,7 +1414,7 @@ START_TEST(test_woken_members_sampled_before_join)
         woke_run w = {0};
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, 2), TT_OK);
-        ck_assert_int_eq(tt_team_scope(&ex, woke_empty_fn, &w), TT_OK);
+        ck_assert_int_eq(tt_team_scope(&ex, empty_scope, &w), TT_OK);
     }
     int checked = 0;
     for (int tries = 0; tries < 10 && checked < 3; tries++) {
@@ -1513,12 +1507,6 @@ static void crowd_scope(void *arg, tt_scope *sc)
     ck_assert_int_eq(tt_scope_run(sc, crowd_finish, r), TT_OK);
 }
 
-static void crowd_warm_fn(void *arg, tt_scope *sc)
-{
-    (void)arg;
-    (void)sc;
-}
-
 /* A pool of `width`, and the first CPU of the calling thread's affinity
  * set (the CPU the participants gather on); the set itself in *set. The
  * calling thread's first scope at a width makes its team and spins only
@@ -1536,7 +1524,7 @@ static tt_pool *crowd_pool(unsigned width, int *target, cpu_set_t *set)
     {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, width), TT_OK);
-        ck_assert_int_eq(tt_team_scope(&ex, crowd_warm_fn, NULL), TT_OK);
+        ck_assert_int_eq(tt_team_scope(&ex, empty_scope, NULL), TT_OK);
     }
     cpu_set_t mine;
     CPU_ZERO(&mine);
