@@ -383,7 +383,7 @@ bool tt__cpu_move_off(int cpu)
 
 bool tt__cpu_move_due(_Atomic uint64_t *next_ns, uint64_t every_ns)
 {
-    uint64_t now = tt__now_ns();
+    uint64_t now = tt__mono_ns();
     uint64_t next = atomic_load_explicit(next_ns, memory_order_relaxed);
     return now >= next &&
            atomic_compare_exchange_strong_explicit(next_ns, &next, now + every_ns,

@@ -35,9 +35,21 @@
 #include <stdint.h>
 #include <sched.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define TT__CACHELINE 64
 #define TT__ALIGNED __attribute__((aligned(TT__CACHELINE)))
+
+/* The monotonic clock every wait and sample reads (clock_gettime in the
+ * vDSO: no system call; 28 ns on host vm, under kvm-clock). Inline here,
+ * so that the files that read it (wait.c, cpu.c) need nothing of each
+ * other for it. */
+static inline uint64_t tt__mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* 1 in a ThreadSanitizer build (GCC defines __SANITIZE_THREAD__, clang has
  * the feature): the library then states in C11 atomics the orderings that
@@ -235,7 +247,7 @@ enum tt__region_end tt__region_end_order(bool last_wakes);
 uint32_t tt__test_threads_hook(uint32_t n);
 /* Whether a root region of `width` threads opened by the calling thread
  * is wider than any it opened before (the runtime then starts team threads
- * for it: exec.c, region_width_seen); notes the width. */
+ * for it: wait.c, region_width_seen); notes the width. */
 bool tt__region_new_team(unsigned width);
 /* Test hook: the end order (enum tt__region_end) of the calling thread's
  * last root region. */
@@ -253,16 +265,6 @@ static inline void tt__lead_first_done(_Atomic uint32_t *done)
     atomic_store_explicit(done, 1, memory_order_release);
 }
 void tt__lead_first_wait(_Atomic uint32_t *done, uint64_t spin_polls, tt__wait_stats *stats);
-/* Participant k's part of that order: participant 0 says it is done, the
- * others wait. */
-static inline void tt__lead_first_end(_Atomic uint32_t *done, unsigned k, uint64_t spin_polls,
-                                      tt__wait_stats *stats)
-{
-    if (k == 0)
-        tt__lead_first_done(done);
-    else
-        tt__lead_first_wait(done, spin_polls, stats);
-}
 
 /* The runnable count in a line of /proc/loadavg (the fourth field's
  * "running" of "running/total"), or -1 for a line that is not one. */

@@ -1027,7 +1027,7 @@ static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_se
     c.region_team = budget == pool->width;
     c.fail = fail;
     /* A region wider than any this thread opened before starts its team
-     * threads (exec.c, region_width_seen): this scope's waits spin only the
+     * threads (wait.c, region_width_seen): this scope's waits spin only the
      * throttled budget, as libgomp's do there, and then yield and sleep.
      * A new thread starts on its parent's CPU and waits there behind any
      * spinner; and a waiter woken by it may be queued on the new thread's

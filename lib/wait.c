@@ -429,6 +429,33 @@ enum tt__region_end tt__region_end_order(bool last_wakes)
 }
 
 /*
+ * The widest root region this thread has opened. A region wider than any
+ * before it on this thread makes the runtime start team threads (libgomp
+ * keeps a thread's team between its regions), and the root's end then
+ * waits in the runtime's barrier alone (TT__END_BARRIER), as raw OpenMP's
+ * would. A new team thread starts on its parent's CPU, wakes the parent
+ * and is preempted by it, and a load balancer does not move a thread that
+ * ran a moment ago; a caller that spun in the library's join (or waited
+ * for its members to wait for it) kept the new thread off its only CPU
+ * until a tick while the other CPU idled: `perf sched timehist` on host vm
+ * showed the parent running 4.25 ms with its new thread runnable behind it
+ * and CPU 1 idle, and bench_paths' other-thread first row (a fresh
+ * thread's first root) had a p90 of 3.2 to 3.6 ms against raw OpenMP's 42
+ * us. libgomp's own barrier, throttled there, sleeps after 100 polls and
+ * lets the new thread run. A thread whose team was made by the
+ * application's own regions pays the barrier once, on its first root.
+ */
+static _Thread_local unsigned region_width_seen;
+
+bool tt__region_new_team(unsigned width)
+{
+    if (width <= region_width_seen)
+        return false;
+    region_width_seen = width;
+    return true;
+}
+
+/*
  * A wait that follows a wake call of its own. The threads it woke take a
  * futex wake-up to come back (40-45 us of scheduling delay on host vm,
  * `perf sched timehist`, median of 130 wake-ups after a 10 ms sleep; the

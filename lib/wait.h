@@ -1,6 +1,7 @@
 /*
- * wait.h -- the operating-system side of the waits: the futex system call
- * and a monotonic clock. Only wait.c and the backends include it.
+ * wait.h -- the operating-system side of the waits: the futex system call.
+ * Only wait.c and the backends include it. The monotonic clock the waits
+ * read (tt__mono_ns) is in internal.h, for cpu.c reads it too.
  */
 #ifndef TT_WAIT_H
 #define TT_WAIT_H
@@ -16,12 +17,5 @@
 #else
 #define TT__HAVE_FUTEX 0
 #endif
-
-static inline uint64_t tt__mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 #endif /* TT_WAIT_H */
