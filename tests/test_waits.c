@@ -507,13 +507,19 @@ typedef struct busy_arg {
     int cpu;
 } busy_arg;
 
+/* Bind the calling thread to `cpu` alone (sched_setaffinity's result). */
+static int bind_to_cpu(int cpu)
+{
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof one, &one);
+}
+
 static void *busy_main(void *p)
 {
     busy_arg *b = p;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(b->cpu, &set);
-    sched_setaffinity(0, sizeof set, &set);
+    (void)bind_to_cpu(b->cpu);
     while (!atomic_load_explicit(&b->stop, memory_order_relaxed))
         ;
     return NULL;
@@ -536,15 +542,13 @@ START_TEST(test_descheduled_waiter_sleeps)
      * count out of it (the busy thread alone makes a 1-CPU process look
      * oversubscribed, which would end the spin first as `starving`). */
     tt__test_runnable_hook(true, -1, 0);
-    cpu_set_t old, set;
+    cpu_set_t old;
     ck_assert_int_eq(sched_getaffinity(0, sizeof old, &old), 0);
     int cpu = -1;
     for (int c = 0; c < CPU_SETSIZE && cpu < 0; c++)
         if (CPU_ISSET(c, &old))
             cpu = c;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    ck_assert_int_eq(sched_setaffinity(0, sizeof set, &set), 0);
+    ck_assert_int_eq(bind_to_cpu(cpu), 0);
     busy_arg b = {.cpu = cpu};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, busy_main, &b), 0);
@@ -1466,10 +1470,7 @@ static void crowd_gather(void *arg, tt_section *s)
 {
     crowd_run *r = arg;
     unsigned k = tt_section_rank(s);
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(r->target, &one);
-    (void)sched_setaffinity(0, sizeof one, &one);
+    (void)bind_to_cpu(r->target);
     r->gathered[k] = sched_getcpu();
     if (!(r->keep_member_bound && k == 1))
         (void)sched_setaffinity(0, sizeof r->mask[k], &r->mask[k]);
@@ -1497,10 +1498,7 @@ static void crowd_part(void *arg, tt_section *s)
             break;
         }
     }
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    (void)sched_setaffinity(0, sizeof one, &one);
+    (void)bind_to_cpu(cpu);
 }
 
 static void crowd_note(void *arg, tt_section *s)
