@@ -133,6 +133,12 @@ typedef struct tt__wait_stats {
     _Atomic uint64_t crowded_waits;
     /* A scope's member moved itself off its leader's CPU (the same). */
     _Atomic uint64_t nudges;
+    /* A member's wait for its leader's "done" at a root scope's end
+     * skipped its polls: the member sat on the CPU the leader issued the
+     * end command from (team_scope.c, lead_wait_polls). Counted apart from
+     * crowded_waits, which the member's other waits on that CPU bump too,
+     * so that a test can see this one decision. */
+    _Atomic uint64_t lead_wait_skips;
 } tt__wait_stats;
 
 /* How one wait spins before it sleeps. */
@@ -219,6 +225,8 @@ uint64_t tt__test_pool_scope_end_joins(const tt_pool *pool);
 /* Test hooks: the pool's crowded_waits and nudges counters, the same way. */
 uint64_t tt__test_pool_crowded_waits(const tt_pool *pool);
 uint64_t tt__test_pool_nudges(const tt_pool *pool);
+/* Test hook: the pool's lead_wait_skips counter, the same way. */
+uint64_t tt__test_pool_lead_wait_skips(const tt_pool *pool);
 /* Test hook: when >= 0, the CPU that every thread of a scope is taken to
  * run on (team_scope.c); returns the previous value. */
 int tt__test_scope_cpu_hook(int cpu);

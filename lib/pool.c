@@ -600,3 +600,8 @@ uint64_t tt__test_pool_nudges(const tt_pool *pool)
 {
     return pool_counter(pool, offsetof(tt__wait_stats, nudges));
 }
+
+uint64_t tt__test_pool_lead_wait_skips(const tt_pool *pool)
+{
+    return pool_counter(pool, offsetof(tt__wait_stats, lead_wait_skips));
+}

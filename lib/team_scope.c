@@ -835,10 +835,17 @@ typedef struct scope_part {
  * which follows the block's policy as its other waits do: no poll on the
  * CPU the leader issued the end command from (the leader says it only once
  * this member stops polling; "Sharing a CPU" above), and at most the
- * throttled budget where the block's waits are throttled. */
+ * throttled budget where the block's waits are throttled. A skip is
+ * counted (lead_wait_skips): it happens only in a process of more threads
+ * than CPUs, with the member on its leader's CPU, never on a quiet path. */
 static uint64_t lead_wait_polls(tt__ctl *c)
 {
-    return on_lead_cpu(c) ? 0 : tt__wait_polls(&c->pol);
+    if (!on_lead_cpu(c))
+        return tt__wait_polls(&c->pol);
+    tt__wait_stats *st = ctl_stats(c);
+    if (st)
+        atomic_fetch_add_explicit(&st->lead_wait_skips, 1, memory_order_relaxed);
+    return 0;
 }
 
 /*
