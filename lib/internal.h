@@ -116,7 +116,7 @@ typedef struct tt__wait_stats {
     _Atomic uint64_t starving;
     _Atomic uint64_t wakes;          /* futex wakes issued                   */
     /* A waiter of this pool saw itself descheduled: until this time
-     * (tt__now_ns) the pool's idle waits spin the throttled budget. */
+     * (tt__mono_ns) the pool's idle waits spin the throttled budget. */
     _Atomic uint64_t starved_until_ns;
     /* Polls spun by the waits that then slept (counted on that slow path
      * only): 0 under OMP_WAIT_POLICY=passive. */
@@ -190,7 +190,6 @@ uint64_t tt__throttled_polls(void);
 
 void tt__futex_wait(_Atomic uint32_t *word, uint32_t expected);
 void tt__futex_wake(_Atomic uint32_t *word, int count);
-uint64_t tt__now_ns(void);
 
 static inline void tt__cpu_relax(void)
 {

@@ -29,8 +29,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-uint64_t tt__now_ns(void) { return tt__mono_ns(); }
-
 /* ------------------------------------------------------------------------ */
 /* The application's wait settings                                           */
 /* ------------------------------------------------------------------------ */
@@ -413,7 +411,7 @@ uint32_t tt__test_threads_hook(uint32_t n)
 
 enum tt__region_end tt__region_end_order(bool last_wakes)
 {
-    uint64_t now = tt__now_ns();
+    uint64_t now = tt__mono_ns();
     if (sample_due(&threads_next_ns, now))
         atomic_store_explicit(&threads_seen, tt__process_threads(), memory_order_relaxed);
     uint32_t n = atomic_load_explicit(&threads_hook, memory_order_relaxed);

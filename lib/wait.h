@@ -7,7 +7,6 @@
 #define TT_WAIT_H
 
 #include <stdint.h>
-#include <time.h>
 
 #if defined(__linux__)
 #include <linux/futex.h>

@@ -517,6 +517,16 @@ static int bind_to_cpu(int cpu)
     return sched_setaffinity(0, sizeof one, &one);
 }
 
+/* The first CPU of `set` other than `skip` (-1: none skipped); -1 when
+ * there is none. */
+static int first_cpu_of(const cpu_set_t *set, int skip)
+{
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (c != skip && CPU_ISSET(c, set))
+            return c;
+    return -1;
+}
+
 static void *busy_main(void *p)
 {
     busy_arg *b = p;
@@ -535,7 +545,6 @@ uint64_t tt__test_runnable_hook(bool on, long running, unsigned cpus);
 uint64_t tt__test_oversub_samples(void);
 uint64_t tt__test_spin_starving(uint64_t spin_polls, uint64_t *starving, uint64_t *preemptions,
                                 uint64_t *starved_until, uint64_t *spun);
-uint64_t tt__now_ns(void);
 
 START_TEST(test_descheduled_waiter_sleeps)
 {
@@ -545,10 +554,7 @@ START_TEST(test_descheduled_waiter_sleeps)
     tt__test_runnable_hook(true, -1, 0);
     cpu_set_t old;
     ck_assert_int_eq(sched_getaffinity(0, sizeof old, &old), 0);
-    int cpu = -1;
-    for (int c = 0; c < CPU_SETSIZE && cpu < 0; c++)
-        if (CPU_ISSET(c, &old))
-            cpu = c;
+    int cpu = first_cpu_of(&old, -1);
     ck_assert_int_eq(bind_to_cpu(cpu), 0);
     busy_arg b = {.cpu = cpu};
     pthread_t th;
@@ -592,7 +598,7 @@ START_TEST(test_oversubscribed_spin_sleeps)
      * try again until it stops for this one. */
     for (int tries = 0; tries < 20; tries++) {
         s0 = tt__test_runnable_hook(true, 5, 2);
-        t0 = tt__now_ns();
+        t0 = tt_now_ns(); /* the library's clock: CLOCK_MONOTONIC */
         ns = tt__test_spin_starving(1ull << 40, &starving, &preempt, &until, &spun);
         ck_assert_uint_eq(starving + preempt, 1);
         if (starving)
@@ -1492,14 +1498,10 @@ static void crowd_part(void *arg, tt_section *s)
     unsigned k = tt_section_rank(s);
     CPU_ZERO(&r->mask[k]);
     (void)sched_getaffinity(0, sizeof r->mask[k], &r->mask[k]);
-    int cpu = r->target;
-    for (int c = 0; k > 0 && c < CPU_SETSIZE; c++) {
-        if (c != r->target && CPU_ISSET(c, &r->mask[k])) {
-            cpu = c;
-            break;
-        }
-    }
-    (void)bind_to_cpu(cpu);
+    /* The leader to the target; each member to another of its CPUs, where
+     * it has one. */
+    int cpu = k > 0 ? first_cpu_of(&r->mask[k], r->target) : -1;
+    (void)bind_to_cpu(cpu >= 0 ? cpu : r->target);
 }
 
 static void crowd_note(void *arg, tt_section *s)
@@ -1555,10 +1557,7 @@ static tt_pool *crowd_pool(unsigned width, int *target, cpu_set_t *set)
     cpu_set_t mine;
     CPU_ZERO(&mine);
     ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
-    *target = -1;
-    for (int c = 0; c < CPU_SETSIZE && *target < 0; c++)
-        if (CPU_ISSET(c, &mine))
-            *target = c;
+    *target = first_cpu_of(&mine, -1);
     if (set)
         *set = mine;
     return pool;
