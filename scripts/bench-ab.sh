@@ -154,7 +154,14 @@ paths_build() { # bench-dir out -> builds out from the side's library
     [ -n "$lib" ] && [ -n "$inc" ] || return 1
     mkdir -p "$dir/cfg"
     printf '#define TT_HAVE_OPENBLAS 0\n' > "$dir/cfg/config.h"
-    gcc -std=c11 -D_GNU_SOURCE -O2 -g -fopenmp -I"$dir/cfg" -I"$inc" "$top/bench/bench_paths.c" \
+    # Every loop head aligned, as configure does for the timed programs
+    # (configure.ac, "Loop alignment"): the two sides' libraries import
+    # different functions, which moves the benchmark's loops otherwise.
+    align=
+    if echo 'int x;' | gcc -falign-loops=64 -Werror -x c -c -o /dev/null - 2>/dev/null; then
+        align=-falign-loops=64
+    fi
+    gcc -std=c11 -D_GNU_SOURCE -O2 -g $align -fopenmp -I"$dir/cfg" -I"$inc" "$top/bench/bench_paths.c" \
         "$lib" -fopenmp -lpthread -lm -o "$out" 2>"$out.err"
 }
 B_PATHS=; H_PATHS=
