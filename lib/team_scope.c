@@ -925,27 +925,6 @@ static void scope_region_member(void *ctx, unsigned k, unsigned got)
 {
     scope_region *r = ctx;
     tt__ctl *c = r->c;
-    if (k > 0) {
-        /* A member is about to read three lines of the block that the
-         * leader wrote for this scope (the command's, the fixed fields'
-         * second, `ledger` to `fail`; the first it reads at once, for
-         * `size`) and to write the join's, which the leader's `issue` set
-         * up. Each is a cache-line transfer from the leader's core, 550 to
-         * 600 cycles one way when the two vCPUs of the development hosts
-         * sit far apart, and the member's path takes them one after the
-         * other: a load, a branch on it, the next load. Asked for here,
-         * together, they overlap. A root team scope of one empty section,
-         * back to back, OpenMP-free pool of 2 (host vm, 20000 calls,
-         * medians of 7, three alternations): 3.75 to 3.91 us -> 3.53 to
-         * 3.66, where `omp parallel` takes 2.9; with 2.9 us between calls,
-         * where the member arrives before the command, no change (6.47 to
-         * 6.65 against 6.52 to 6.72, the gap included). The join's line is
-         * asked for to write (its report): without that, 3.65 to 3.85.
-         * Hints only: nothing is read or ordered through them. */
-        __builtin_prefetch(&c->gen, 0, 3);
-        __builtin_prefetch(&c->ledger, 0, 3);
-        __builtin_prefetch(&c->join, 1, 3);
-    }
     if (got < c->size) {
         if (k == 0)
             r->short_team = true;
