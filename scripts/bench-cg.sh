@@ -103,8 +103,11 @@ awk -F, '
         }
     }' "$summary"
 echo "(phases: matvec = tt_fork of 2 jobs each running tt_for_ranges vs omp parallel for;"
-echo " dots = the application's own omp parallel in both; update = tt_team_scope with"
-echo " barriers vs one omp parallel with omp for / single)"
+echo " dots = tt_reduce_sum_d of p.q vs omp parallel for over the same blocks and tree;"
+echo " update = tt_reduce_sum_d of x += a p, r -= a q with r.r, then the application's own"
+echo " omp parallel for of p = r + b p, vs omp parallel for over the same blocks and tree,"
+echo " then the same p = r + b p;"
+echo " threadteam's pool declares its shares OpenMP-free: its kernels make no OpenMP call)"
 if [ -n "$csv" ]; then
     [ -f "$csv" ] || echo "label,date,host,cpus,mode,n,phase,median_ms,p10_ms,p90_ms" >"$csv"
     awk -F, -v l="$label" -v d="$date" -v h="$host" -v c="$cpus" -v n="$n" \

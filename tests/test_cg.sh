@@ -14,4 +14,8 @@ if test ! -x "$prog"; then
     echo "test_cg: $prog not built" >&2
     exit 1
 fi
-exec "$prog" --check --n "${TT_CG_N:-128}"
+# Twice: on the pool the solver builds (shares declared OpenMP-free, its
+# kernels make no OpenMP call) and on the default pool, whose shares are
+# isolated (--isolated).
+"$prog" --check --n "${TT_CG_N:-128}" || exit 1
+exec "$prog" --check --isolated --n "${TT_CG_N:-128}"
