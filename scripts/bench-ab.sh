@@ -154,6 +154,11 @@ paths_build() { # bench-dir out -> builds out from the side's library
     [ -n "$lib" ] && [ -n "$inc" ] || return 1
     mkdir -p "$dir/cfg"
     printf '#define TT_HAVE_OPENBLAS 0\n' > "$dir/cfg/config.h"
+    gcc -std=c11 -D_GNU_SOURCE -O2 -g ${align:-} -fopenmp -I"$dir/cfg" -I"$inc" "$top/bench/bench_paths.c" \
+        "$lib" -fopenmp -lpthread -lm -o "$out" 2>"$out.err"
+}
+B_PATHS=; H_PATHS=
+if [ "${PATHS:-0}" = 1 ] || [ -n "${AB_LOAD:-}" ]; then
     # Every loop head aligned, as configure does for the timed programs
     # (configure.ac, "Loop alignment"): the two sides' libraries import
     # different functions, which moves the benchmark's loops otherwise.
@@ -161,11 +166,6 @@ paths_build() { # bench-dir out -> builds out from the side's library
     if echo 'int x;' | gcc -falign-loops=64 -Werror -x c -c -o /dev/null - 2>/dev/null; then
         align=-falign-loops=64
     fi
-    gcc -std=c11 -D_GNU_SOURCE -O2 -g $align -fopenmp -I"$dir/cfg" -I"$inc" "$top/bench/bench_paths.c" \
-        "$lib" -fopenmp -lpthread -lm -o "$out" 2>"$out.err"
-}
-B_PATHS=; H_PATHS=
-if [ "${PATHS:-0}" = 1 ] || [ -n "${AB_LOAD:-}" ]; then
     paths_build "$hb" "$dir/paths-head" && H_PATHS=$dir/paths-head ||
         echo "bench-ab.sh: cannot build bench_paths against head (see $dir/paths-head.err)" >&2
     paths_build "$bb" "$dir/paths-base" && B_PATHS=$dir/paths-base ||

@@ -275,15 +275,9 @@ static void *narrow_main(void *arg)
     cpu_set_t set;
     CPU_ZERO(&set);
     sched_getaffinity(0, sizeof set, &set);
-    for (int c = 0; c < CPU_SETSIZE; c++) {
-        if (CPU_ISSET(c, &set)) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(c, &one);
-            sched_setaffinity(0, sizeof one, &one);
-            break;
-        }
-    }
+    int first = tt_first_cpu_of(&set, -1);
+    if (first >= 0)
+        (void)tt_bind_to_cpu(first);
     n->cpus = tt_affinity_cpus();
     tt_pool_attr *a = NULL;
     tt_pool_attr_create(&a);

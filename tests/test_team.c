@@ -658,12 +658,7 @@ static void pin_section(void *arg, tt_section *s)
     sched_getaffinity(0, sizeof set, &set);
     unsigned r = tt_section_rank(s);
     pp->count_of_rank[r] = CPU_COUNT(&set);
-    pp->cpu_of_rank[r] = -1;
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &set)) {
-            pp->cpu_of_rank[r] = c;
-            break;
-        }
+    pp->cpu_of_rank[r] = tt_first_cpu_of(&set, -1);
 }
 
 static void pin_scope(void *arg, tt_scope *scope) { tt_scope_run(scope, pin_section, arg); }

@@ -508,29 +508,10 @@ typedef struct busy_arg {
     int cpu;
 } busy_arg;
 
-/* Bind the calling thread to `cpu` alone (sched_setaffinity's result). */
-static int bind_to_cpu(int cpu)
-{
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    return sched_setaffinity(0, sizeof one, &one);
-}
-
-/* The first CPU of `set` other than `skip` (-1: none skipped); -1 when
- * there is none. */
-static int first_cpu_of(const cpu_set_t *set, int skip)
-{
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (c != skip && CPU_ISSET(c, set))
-            return c;
-    return -1;
-}
-
 static void *busy_main(void *p)
 {
     busy_arg *b = p;
-    (void)bind_to_cpu(b->cpu);
+    (void)tt_bind_to_cpu(b->cpu);
     while (!atomic_load_explicit(&b->stop, memory_order_relaxed))
         ;
     return NULL;
@@ -554,8 +535,8 @@ START_TEST(test_descheduled_waiter_sleeps)
     tt__test_runnable_hook(true, -1, 0);
     cpu_set_t old;
     ck_assert_int_eq(sched_getaffinity(0, sizeof old, &old), 0);
-    int cpu = first_cpu_of(&old, -1);
-    ck_assert_int_eq(bind_to_cpu(cpu), 0);
+    int cpu = tt_first_cpu_of(&old, -1);
+    ck_assert_int_eq(tt_bind_to_cpu(cpu), 0);
     busy_arg b = {.cpu = cpu};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, busy_main, &b), 0);
@@ -1477,7 +1458,7 @@ static void crowd_gather(void *arg, tt_section *s)
 {
     crowd_run *r = arg;
     unsigned k = tt_section_rank(s);
-    (void)bind_to_cpu(r->target);
+    (void)tt_bind_to_cpu(r->target);
     r->gathered[k] = sched_getcpu();
     if (!(r->keep_member_bound && k == 1))
         (void)sched_setaffinity(0, sizeof r->mask[k], &r->mask[k]);
@@ -1500,8 +1481,8 @@ static void crowd_part(void *arg, tt_section *s)
     (void)sched_getaffinity(0, sizeof r->mask[k], &r->mask[k]);
     /* The leader to the target; each member to another of its CPUs, where
      * it has one. */
-    int cpu = k > 0 ? first_cpu_of(&r->mask[k], r->target) : -1;
-    (void)bind_to_cpu(cpu >= 0 ? cpu : r->target);
+    int cpu = k > 0 ? tt_first_cpu_of(&r->mask[k], r->target) : -1;
+    (void)tt_bind_to_cpu(cpu >= 0 ? cpu : r->target);
 }
 
 static void crowd_note(void *arg, tt_section *s)
@@ -1557,7 +1538,7 @@ static tt_pool *crowd_pool(unsigned width, int *target, cpu_set_t *set)
     cpu_set_t mine;
     CPU_ZERO(&mine);
     ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
-    *target = first_cpu_of(&mine, -1);
+    *target = tt_first_cpu_of(&mine, -1);
     if (set)
         *set = mine;
     return pool;

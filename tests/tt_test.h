@@ -176,6 +176,25 @@ static inline unsigned tt_affinity_cpus(void)
     return n > 0 ? (unsigned)n : 1u;
 }
 
+/* The first CPU of `set` other than `skip` (-1: none skipped); -1 when
+ * there is none. */
+static inline int tt_first_cpu_of(const cpu_set_t *set, int skip)
+{
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (c != skip && CPU_ISSET(c, set))
+            return c;
+    return -1;
+}
+
+/* Bind the calling thread to `cpu` alone (sched_setaffinity's result). */
+static inline int tt_bind_to_cpu(int cpu)
+{
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof one, &one);
+}
+
 /* ------------------------------------------------------------------------ */
 /* PRNG: splitmix64                                                          */
 /* ------------------------------------------------------------------------ */
