@@ -142,6 +142,21 @@ define tt_count_results
 	fi
 endef
 
+# Shell snippet: name $$d's skipped tests, each with its reason (the last
+# line its log mentions a skip on, or else the log's last line).
+define tt_print_skipped
+	test -f "$$d/tests/test-suite.log" && \
+	for t in "$$d"/tests/*.trs; do \
+	  test -f "$$t" || continue; \
+	  if grep -Eq '^:test-result: SKIP' "$$t"; then \
+	    l="$${t%.trs}.log"; \
+	    why=`grep -i 'skip' "$$l" 2>/dev/null | grep -v '^SKIP:' | tail -n 1`; \
+	    test -n "$$why" || why=`grep -v '^ *$$' "$$l" 2>/dev/null | tail -n 1`; \
+	    echo "    skipped: `basename $${t%.trs}` ($$d): $${why:-no reason given}"; \
+	  fi; \
+	done; :
+endef
+
 # Shell snippet: name $$d's failed tests and print the tail of each one's
 # log (only when the tests ran: the harness then has rewritten every .trs
 # file). TT_LOG_TAIL lines (default 40).
@@ -204,6 +219,7 @@ check: autogen
 	  t0=`date +%s`; \
 	  if $(MAKE) -C "$$d" -j$(JOBS) check $(TT_CHECK_OUT); then rc=0; else rc=$$?; fi; \
 	  $(tt_count_results); \
+	  $(tt_print_skipped); \
 	  $(tt_print_failed_logs); \
 	done; \
 	rm -rf "$(STAGE)"; \
@@ -217,7 +233,7 @@ check: autogen
 	else \
 	  echo "*** staged install of $(BUILD) failed: public API not checked"; fail=$$(( fail + 1 )); \
 	fi; \
-	if test "$$skip" -gt 0; then echo "($$skip tests skipped)"; fi; \
+	if test "$$skip" -gt 0; then echo "($$skip tests skipped: named above, each with its reason)"; fi; \
 	echo "check: $$pass passed, $$fail failed"; \
 	test "$$fail" -eq 0
 
@@ -237,6 +253,7 @@ check-tsan: autogen
 	if env TSAN_OPTIONS="$(TSAN_OPTIONS_VALUE)" CK_DEFAULT_TIMEOUT=$(TSAN_TIMEOUT) $(TSAN_TEST_ENV) TT_UNDER_TSAN=1 \
 	   $$run $(MAKE) -C "$$d" -j$(JOBS) check $(TT_CHECK_OUT); then rc=0; else rc=$$?; fi; \
 	$(tt_count_results); \
+	$(tt_print_skipped); \
 	$(tt_print_failed_logs); \
 	echo "check-tsan: $$pass passed, $$fail failed"; \
 	test "$$fail" -eq 0
@@ -258,6 +275,7 @@ check-clang: autogen
 	echo "==> tests of $$d (clang, LLVM libomp): running (make -C $$d check > $$clog)"; \
 	if $(MAKE) -C "$$d" -j$(JOBS) check $(TT_CHECK_OUT); then rc=0; else rc=$$?; fi; \
 	$(tt_count_results); \
+	$(tt_print_skipped); \
 	$(tt_print_failed_logs); \
 	echo "check-clang: $$pass passed, $$fail failed, $$skip skipped"; \
 	test "$$fail" -eq 0
@@ -297,6 +315,7 @@ check-libomp-app: autogen
 	if env TT_APP_RUNTIME=libomp $(MAKE) -C "$$d/tests" -j$(JOBS) check \
 	     LOG_COMPILER="env LD_PRELOAD=$$lib" SH_LOG_COMPILER="env LD_PRELOAD=$$lib $(SHELL)" $(TT_CHECK_OUT); then rc=0; else rc=$$?; fi; \
 	$(tt_count_results); \
+	$(tt_print_skipped); \
 	$(tt_print_failed_logs); \
 	if test -f "$$d/tests/test_callee.log" && ! grep -q 'LLVM libomp' "$$d/tests/test_callee.log"; then \
 	  echo "*** check-libomp-app: test_callee did not see libomp: the preload did not take"; fail=$$(( fail + 1 )); \
@@ -316,6 +335,7 @@ check-asan: autogen
 	if env ASAN_OPTIONS="$(ASAN_OPTIONS_VALUE)" $(TSAN_TEST_ENV) TT_UNDER_ASAN=1 \
 	   $(MAKE) -C "$$d" -j$(JOBS) check $(TT_CHECK_OUT); then rc=0; else rc=$$?; fi; \
 	$(tt_count_results); \
+	$(tt_print_skipped); \
 	$(tt_print_failed_logs); \
 	echo "check-asan: $$pass passed, $$fail failed"; \
 	test "$$fail" -eq 0

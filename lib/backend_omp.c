@@ -82,6 +82,25 @@ static const char *module_name(const struct link_map *lm)
     return "the program";
 }
 
+/* The advice of TT_ERUNTIME's line: the rebuild that makes the two runtimes
+ * one, told from the runtimes' file names. */
+static const char *runtime_fix(const char *mine, const char *app)
+{
+    bool mine_gomp = strstr(mine, "libgomp") != NULL;
+    bool app_omp = strstr(app, "libomp") != NULL || strstr(app, "libiomp") != NULL;
+    bool mine_omp = strstr(mine, "libomp") != NULL || strstr(mine, "libiomp") != NULL;
+    bool app_gomp = strstr(app, "libgomp") != NULL;
+    if (mine_gomp && app_omp)
+        return "Rebuild threadteam with the application's compiler (./configure CC=clang "
+               "links LLVM libomp), or load this GCC-built library without RTLD_DEEPBIND so "
+               "that its OpenMP calls land in libomp's GOMP layer.";
+    if (mine_omp && app_gomp)
+        return "Rebuild threadteam with the application's compiler (./configure CC=gcc links "
+               "GCC's libgomp).";
+    return "Build threadteam with the compiler that builds the application, and load it "
+           "without RTLD_DEEPBIND and without an OpenMP runtime linked into it.";
+}
+
 int tt__runtime_check(void)
 {
     int s = atomic_load_explicit(&runtimes_state, memory_order_acquire);
@@ -101,10 +120,9 @@ int tt__runtime_check(void)
             fprintf(stderr,
                     "threadteam: tt_pool_create: two OpenMP runtimes in one process: the "
                     "library (%s) calls the OpenMP runtime in %s, the application calls the one "
-                    "in %s; the pool is not built (TT_ERUNTIME). Load the library so that it "
-                    "uses the application's runtime (no RTLD_DEEPBIND, no runtime linked into "
-                    "it).\n",
-                    module_name(lm_self), module_name(lm_mine), module_name(lm_app));
+                    "in %s; the pool is not built (TT_ERUNTIME). %s\n",
+                    module_name(lm_self), module_name(lm_mine), module_name(lm_app),
+                    runtime_fix(module_name(lm_mine), module_name(lm_app)));
         }
         if (main_h)
             dlclose(main_h);
@@ -617,8 +635,9 @@ static callee_mark *tag_find(void)
  * that defines the omp_get_level the library calls; where that fails the
  * library's own references are used.
  */
-typedef omp_allocator_handle_t (*rt_init_allocator_fn)(omp_memspace_handle_t, int,
-                                                       const omp_alloctrait_t[]);
+/* The runtime's own prototype: libgomp's omp.h takes the traits as const,
+ * libomp's does not. */
+typedef __typeof__(&omp_init_allocator) rt_init_allocator_fn;
 static struct {
     rt_init_allocator_fn init;
     void (*set_default)(omp_allocator_handle_t);
@@ -662,7 +681,7 @@ static void rt_set_default_allocator(omp_allocator_handle_t h)
 }
 
 static omp_allocator_handle_t rt_init_allocator(omp_memspace_handle_t space, int n,
-                                                const omp_alloctrait_t tr[])
+                                                omp_alloctrait_t tr[])
 {
     pthread_once(&rt_alloc_once, rt_alloc_resolve);
     return rt_alloc.init(space, n, tr);

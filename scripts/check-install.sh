@@ -1,6 +1,9 @@
 #!/bin/sh
 # check-install.sh [DESTDIR]  (default /tmp/tt-stage)
 #
+# DESTDIR is a staging folder, not an installation: it must be new, empty, or
+# one that an earlier run of this script made (it then deletes and refills
+# it); any other folder is refused, so a real install is never touched.
 # Installs threadteam into DESTDIR (`make install DESTDIR=...` of the
 # top-level Makefile; PREFIX from the environment is honoured), then builds
 # a small outside program against the staged install with pkg-config --
@@ -26,8 +29,22 @@ MAKE=${MAKE:-make}
 # cmake for the find_package check (installed as root with apt-get; optional).
 sh "$root/scripts/ensure-deps.sh" cmake || true
 
+# The staging folder is this script's own: it deletes a folder only when an
+# earlier run of it made that folder (the mark file below), and refuses a
+# folder that exists with other contents, such as a real installation.
+mark=.threadteam-check-install
+if test -e "$destdir" && test ! -f "$destdir/$mark" &&
+   test -n "$(ls -A "$destdir" 2>/dev/null)"; then
+    echo "check-install: $destdir exists and was not made by check-install.sh;" \
+         "give an empty or new folder (it stages an install there and deletes it next time)" >&2
+    exit 2
+fi
 echo "==> check-install: make install DESTDIR=$destdir"
-rm -rf "$destdir"
+if test -f "$destdir/$mark"; then
+    rm -rf "$destdir"
+fi
+mkdir -p "$destdir"
+: >"$destdir/$mark"
 if test -n "${PREFIX:-}"; then
     "$MAKE" -C "$root" install DESTDIR="$destdir" PREFIX="$PREFIX"
 else

@@ -56,6 +56,11 @@ if test $expect = refuse; then
     if grep -q 'two OpenMP runtimes' libomp_dl.err && grep -q 'libgomp' libomp_dl.err &&
        grep -q 'libomp' libomp_dl.err; then
         echo "test_libomp_app: the refusal names both runtimes"
+        if grep -q 'configure CC=clang' libomp_dl.err; then
+            echo "test_libomp_app: the refusal names the rebuild that fixes it"
+        else
+            echo "test_libomp_app: FAIL: the refusal does not say to rebuild with CC=clang"; fail=1
+        fi
     else
         echo "test_libomp_app: FAIL: no message naming libgomp and libomp on stderr"; fail=1
     fi
@@ -83,6 +88,10 @@ if command -v gcc >/dev/null 2>&1 &&
         test $rc -eq 0 || { echo "test_libomp_app: FAIL: gomp_dl $how (exit status $rc)"; fail=1; }
         if test $expect = refuse && ! grep -q 'two OpenMP runtimes' gomp_dl.err; then
             echo "test_libomp_app: FAIL: gomp_dl $how: no message naming both runtimes"; fail=1
+        fi
+        if test $expect = refuse && test "$lib_rt" = libomp && test "$app_rt" = libgomp &&
+           ! grep -q 'configure CC=gcc' gomp_dl.err; then
+            echo "test_libomp_app: FAIL: gomp_dl $how: the refusal does not say to rebuild with CC=gcc"; fail=1
         fi
     done
 else
