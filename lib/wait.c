@@ -184,10 +184,9 @@ void tt__futex_wake(_Atomic uint32_t *word, int count)
  * (members waiting for work: the waits that yield as they spin) spin only
  * the throttled budget and sleep without yields for this long. Team waits
  * (joins, barriers, reserved members between sections) keep their budget:
- * measured under load (2 processes busy 50 %, an OpenMP co-tenant, 2 CPUs),
- * throttling them too made back-to-back empty sections sleep twice each
- * (100 us -> 100 ms per 200 sections), because every sleep hands the CPU to
- * the load and the next hand-off then finds the partner descheduled. */
+ * throttled, back-to-back sections would sleep at every hand-off, because
+ * every sleep hands the CPU to the load and the next hand-off then finds
+ * the partner descheduled (docs/design/runs/2026-12-06-wait-constants.md). */
 #ifndef TT__STARVED_NS
 #define TT__STARVED_NS 10000000ull
 #endif
@@ -214,13 +213,11 @@ void tt__futex_wake(_Atomic uint32_t *word, int count)
  * would have seen the change spinning.
  */
 
-/* A spin samples only once it has lasted this long. Measured on host vm
- * (2 vCPUs, AMD EPYC under KVM, a loaded machine): one sample (open, read,
- * close of /proc/loadavg) costs 5.1-5.4 us (min 5.1, median 5.3, p90 5.4
- * over 2000 samples; the mean, 10 us, includes descheduled samples), so a
- * spin of 20 us pays at most about a quarter more for the one sample of its
- * window, and the hand-offs the spin exists for (a section in a held
- * scope, 0.24 us; sections of 5 us) end before it and never sample. It is
+/* A spin samples only once it has lasted this long: long enough that one
+ * sample (open, read and close of /proc/loadavg, a few microseconds) adds
+ * at most about a quarter to the spin, and that the hand-offs the spin
+ * exists for (sections in a held scope) end before it and never sample
+ * (docs/design/runs/2026-12-06-wait-constants.md). It is
  * well below TT__PREEMPT_NS (100 us), which is how long a descheduled
  * waiter takes to notice that it was; this signal is for the waiter that
  * still runs while the thread it waits for does not. */
@@ -230,20 +227,15 @@ void tt__futex_wake(_Atomic uint32_t *word, int count)
 /* Oversubscribed means more than cpus + TT__OVERSUB_MARGIN runnable threads.
  * The count is a snapshot that includes the sampler, the thread it waits
  * for when that one runs, and any kernel worker that happens to be
- * runnable: on a quiet machine one or two extra are common. Measured on
- * host vm (2 vCPUs; bench/wait_scenarios --scenario acquire,sections
- * --widths 2 --reps 5, 3 rounds per margin, quiet, then beside two
- * processes busy 50 % and an OpenMP co-tenant): quiet, a persistent
- * team's acquire (50 sections of 20 us per call) had a p90 of 6.1-7.1 ms
- * per call with margin 0, 4.2-5.5 ms with 1 and 1.05-1.10 ms with 2, the
- * same as without the signal (1.06-1.57 ms); loaded, tt_exec_init + scope
- * per call took a median of 5.6-5.9 ms with margin 2 (5.0-6.3 with 1)
- * against 5.1-479 ms without the signal (p90 up to 550 ms). */
+ * runnable: on a quiet machine one or two extra are common. A margin of 2
+ * is the smallest that leaves quiet runs as fast as without the signal
+ * while it still stops spins under load
+ * (docs/design/runs/2026-12-06-wait-constants.md). */
 #ifndef TT__OVERSUB_MARGIN
 #define TT__OVERSUB_MARGIN 2
 #endif
-/* At most one sample per this long per process: 5.3 us per 10 ms is 0.05 %
- * of one CPU even when spins never stop; and the answer of a sample holds
+/* At most one sample per this long per process: a few microseconds per
+ * 10 ms is under 0.1 % of one CPU even when spins never stop; and the answer of a sample holds
  * for this long, as long as a descheduled waiter's window (TT__STARVED_NS). */
 #define TT__OVERSUB_EVERY_NS 10000000ull
 
@@ -392,10 +384,9 @@ static bool machine_oversubscribed(uint64_t now)
  * caller was let go.
  *
  * On an oversubscribed machine (the runnable signal above) neither: the
- * join's spin made a second thread's steady roots slower there (median 42
- * against 33 us, p90 49 against 21 us; beside two busy processes and an
- * OpenMP co-tenant, 5 rounds), and a spin for the caller's sake is a CPU
- * taken from someone who may need it. Relaxed: hints, as above.
+ * join's spin makes a second thread's steady roots slower there, and a
+ * spin for the caller's sake is a CPU taken from someone who may need it
+ * (docs/design/runs/2026-12-06-wait-constants.md). Relaxed: hints, as above.
  */
 static _Atomic uint64_t threads_next_ns;
 static _Atomic uint32_t threads_seen;
@@ -435,11 +426,9 @@ enum tt__region_end tt__region_end_order(bool last_wakes)
  * and is preempted by it, and a load balancer does not move a thread that
  * ran a moment ago; a caller that spun in the library's join (or waited
  * for its members to wait for it) kept the new thread off its only CPU
- * until a tick while the other CPU idled: `perf sched timehist` on host vm
- * showed the parent running 4.25 ms with its new thread runnable behind it
- * and CPU 1 idle, and bench_paths' other-thread first row (a fresh
- * thread's first root) had a p90 of 3.2 to 3.6 ms against raw OpenMP's 42
- * us. libgomp's own barrier, throttled there, sleeps after 100 polls and
+ * until a tick while the other CPU idled, milliseconds where raw OpenMP
+ * takes tens of microseconds (docs/design/runs/2026-12-06-wait-constants.md).
+ * libgomp's own barrier, throttled there, sleeps after 100 polls and
  * lets the new thread run. A thread whose team was made by the
  * application's own regions pays the barrier once, on its first root.
  */
@@ -455,16 +444,13 @@ bool tt__region_new_team(unsigned width)
 
 /*
  * A wait that follows a wake call of its own. The threads it woke take a
- * futex wake-up to come back (40-45 us of scheduling delay on host vm,
- * `perf sched timehist`, median of 130 wake-ups after a 10 ms sleep; the
- * same for libgomp's team), so the leader's join after a section issued to
+ * futex wake-up to come back (tens of microseconds of scheduling delay, as
+ * for libgomp's team), so the leader's join after a section issued to
  * sleeping members spins past TT__OVERSUB_AFTER_NS and takes the window's
  * sample there, on the path of the section's end: if a member arrives
- * while the leader reads /proc/loadavg, it waits for the read. Measured on
- * host vm (bench/wait_scenarios --scenario gaps --gaps 10000 --calls 1, 8
- * rounds of 60 reps, alternating processes): the first section after a
- * 10 ms sleep took a median of 66.4 us (p10 55.9) with the sample in the
- * join and 62.1 us (p10 51.9) without any. Taking the sample right after
+ * while the leader reads /proc/loadavg, it waits for the read, which
+ * shows in the first section after a sleep
+ * (docs/design/runs/2026-12-06-wait-constants.md). Taking the sample right after
  * the wake call costs the same read, but while the members wake: the
  * leader's own part of the section and the read both end well before a
  * woken thread can arrive. The answer is the one the join would have
