@@ -16,9 +16,9 @@
  * runnable thread too many.
  *
  * Why always the pool's width: libgomp ends the surplus threads of a team
- * that shrinks and starts new ones when it grows again (2000 regions
- * alternating 4 and 2 threads cost 430 to 460 us each here, against 3 to
- * 14 us at a fixed width). Participants that a root does not need leave at
+ * that shrinks and starts new ones when it grows again, so regions of
+ * alternating widths cost a hundred times what regions of one width cost
+ * (docs/design/runs/2026-12-06-wait-constants.md). Participants that a root does not need leave at
  * once and wait in libgomp's end-of-region barrier, as in raw OpenMP.
  *
  * Inside the region work reaches participants through the library's own
