@@ -271,6 +271,36 @@ void tt__inline_hold_end(tt__inline_hold *h)
     }
 }
 
+/* A thread that leads a scope of the pool while it is no member of it (a
+ * scope on the private crew, a team token's leader) holds the scope's
+ * slots, its own included, until the scope's callback returns; it has no
+ * single slot it could lend. Its mark on the hold stack (a hold that holds
+ * nothing) tells every entry it makes on the pool meanwhile that it holds
+ * slots: an inline run takes no slot for itself, and an entry that needs
+ * more takes what is free now or runs inline (tt__place_no_wait). A thread
+ * already inside a hold of the pool is known by that hold. */
+void tt__place_lead_begin(tt__inline_hold *h, tt_pool *pool)
+{
+    *h = (tt__inline_hold){.pool = pool};
+    if (pool && !tt__pool_thread_hold(pool)) {
+        h->mark = true;
+        tt__pool_hold_push(h);
+    }
+}
+
+void tt__place_lead_end(tt__inline_hold *h)
+{
+    if (h->mark)
+        tt__pool_hold_pop(h);
+    h->mark = false;
+}
+
+bool tt__place_no_wait(const tt_pool *pool)
+{
+    const tt__inline_hold *h = tt__pool_thread_hold(pool);
+    return (h && !h->held) || tt__pool_external_callee(pool);
+}
+
 void tt__lend_begin(tt__lend *l, tt_pool *pool)
 {
     l->h = tt__pool_thread_hold(pool);

@@ -110,8 +110,13 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
     tt__crew *crew = NULL;
     if (rc == TT_OK && nm > 0)
         rc = tt__pool_private_crew(pool, &crew);
+    /* A caller that holds slots of the pool (a member, a scope's leader)
+     * takes the members free now or is refused: it never waits for its own
+     * slots. */
+    bool holder = tt__place_no_wait(pool) || tt__pool_member_of(pool, NULL) >= 0;
     if (rc == TT_OK && !(t->lends && nm > 0))
-        rc = tt__gang_acquire(pool, width, t->members, pool->attr.acquire_timeout_ns);
+        rc = tt__gang_acquire(pool, width, t->members,
+                              holder ? 0 : pool->attr.acquire_timeout_ns);
     if (rc != TT_OK) {
         if (!owned) {
             pthread_mutex_lock(&pool->lock);
