@@ -1098,10 +1098,14 @@ void tt__lend_begin(tt__lend *l, tt_pool *pool);
 void tt__place_lead_begin(tt__inline_hold *h, tt_pool *pool);
 void tt__place_lead_end(tt__inline_hold *h);
 /* True when the calling thread holds slots of `pool` that it cannot lend
- * (a scope leader's mark, a hold whose slot is lent) or runs inside the
+ * (a scope leader's mark, a hold whose slot is lent, a persistent team's
+ * leader role) or runs inside the
  * callee of a tt_external that holds them: it never waits for the pool's
  * slots; it takes what is free now, runs inline, or is refused. */
 bool tt__place_no_wait(const tt_pool *pool);
+/* The calling thread takes (on) or gives up (off) the leader role of a
+ * persistent team of `pool`: a holder of its slots until the role ends. */
+void tt__place_lead_role(const tt_pool *pool, bool on);
 void tt__lend_end(tt__lend *l);
 
 /* ------------------------------------------------------------------------ */
