@@ -814,7 +814,15 @@ static void ext_call(ext_entry *x, unsigned width, bool holding)
      * wider one gets its width (the one door). Either runs with the mark
      * in force, so that its threads are known as the external's own. */
     ext_run r = {x, width};
+    /* A participant that its scope pinned to one CPU calls the callee with
+     * its own mask (the callee's threads start from it), and is pinned
+     * again after. */
+    cpu_set_t pin;
+    const cpu_set_t *own;
+    bool unpinned = tt__cpu_callee_unpin(&pin, &own);
     be->callee_call(mark, width == 1 ? ext_isolated_thunk : ext_thunk, &r);
+    if (unpinned)
+        tt__cpu_callee_repin(&pin, own);
     tt__ledger_leave(x->e.ledger);
     tt__ledger_callee_end(prev);
     if (holding) {

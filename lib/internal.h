@@ -601,6 +601,16 @@ void tt__test_room_refuse(long nth);
 /* Whether the library may change a thread's affinity: not under likwid-pin
  * (LIKWID_PIN set), which pins the threads itself. */
 bool tt__pin_allowed(void);
+/* Pin the calling thread (a scope's participant) to `cpu`, its mask before
+ * in *saved; false, nothing done, where it cannot or tt__pin_allowed says
+ * no. tt__cpu_unpin puts *saved back. While pinned, the thread's own mask
+ * is known: tt__cpu_callee_unpin puts it back for a tt_external's callee
+ * (true when it did: *pinned is the pin, *own the record) and
+ * tt__cpu_callee_repin pins the thread again after. */
+bool tt__cpu_pin(unsigned cpu, cpu_set_t *saved);
+void tt__cpu_unpin(const cpu_set_t *saved);
+bool tt__cpu_callee_unpin(cpu_set_t *pinned, const cpu_set_t **own);
+void tt__cpu_callee_repin(const cpu_set_t *pinned, const cpu_set_t *own);
 /* Move the calling thread off `cpu` and leave its affinity mask as it was:
  * take `cpu` out of the mask and put the mask back, the kernel migrating
  * the thread in between. False, nothing done, where the mask has no other

@@ -722,17 +722,9 @@ static void participate(tt__ctl *c, unsigned rank, uint32_t seen)
 
 /* Pin the calling thread to `cpu`; true when it did (its mask is in
  * *saved, to be put back with unpin). */
-static bool pin_to(unsigned cpu, cpu_set_t *saved)
-{
-    if (sched_getaffinity(0, sizeof *saved, saved) != 0)
-        return false;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    return sched_setaffinity(0, sizeof one, &one) == 0;
-}
+static bool pin_to(unsigned cpu, cpu_set_t *saved) { return tt__cpu_pin(cpu, saved); }
 
-static void unpin(const cpu_set_t *saved) { sched_setaffinity(0, sizeof *saved, saved); }
+static void unpin(const cpu_set_t *saved) { tt__cpu_unpin(saved); }
 
 /* The first `max` CPUs of the calling thread's (the leader's) affinity set;
  * how many. */

@@ -716,6 +716,106 @@ START_TEST(test_external_caps_application_nesting)
 }
 END_TEST
 
+/* Issue 39, item 4: a participant that a scope pinned to one CPU gets its
+ * own mask back for a tt_external's callee (the threads of the callee's
+ * region start from it), and is pinned again after. */
+typedef struct pin_ext {
+    _Atomic int min_in_callee[2];
+    _Atomic int before[2], after[2];
+} pin_ext;
+
+typedef struct pin_call {
+    pin_ext *pe;
+    unsigned job;
+} pin_call;
+
+static int mask_count(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    sched_getaffinity(0, sizeof set, &set);
+    return CPU_COUNT(&set);
+}
+
+static void note_min(_Atomic int *m, int v)
+{
+    int cur = atomic_load(m);
+    while (v < cur && !atomic_compare_exchange_weak(m, &cur, v))
+        ;
+}
+
+#if TT_PARALLEL_ENABLED
+static void ttomp_pin_callee(pin_call *k, unsigned width)
+{
+#pragma omp parallel num_threads(width)
+    note_min(&k->pe->min_in_callee[k->job], mask_count());
+}
+#endif
+
+static void pin_callee(void *arg, unsigned width)
+{
+    pin_call *k = arg;
+#if TT_PARALLEL_ENABLED
+    ttomp_pin_callee(k, width);
+#else
+    (void)width;
+    note_min(&k->pe->min_in_callee[k->job], mask_count());
+#endif
+}
+
+static void pin_job(void *arg, unsigned i, tt_exec *child)
+{
+    pin_ext *pe = arg;
+    pin_call k = {pe, i};
+    atomic_store(&pe->before[i], mask_count());
+    int rc = tt_external(child, pin_callee, &k);
+    TT_CHECK(rc == TT_OK, "external in a scope-fork job: %s", tt_status_name(rc));
+    atomic_store(&pe->after[i], mask_count());
+}
+
+static void pin_fork_scope(void *arg, tt_scope *scope)
+{
+    int rc = tt_scope_fork(scope, 2, pin_job, arg);
+    TT_CHECK(rc == TT_OK, "scope fork: %s", tt_status_name(rc));
+}
+
+START_TEST(test_external_restores_pinned_mask)
+{
+    int ncpu = mask_count();
+    if (!TT_PARALLEL_ENABLED || ncpu < 2)
+        return;
+    unsetenv("LIKWID_PIN");
+    for (int dedicated = 0; dedicated <= 1; dedicated++) {
+        tt_pool_attr *a;
+        ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
+        tt_pool_attr_set_threads(a, 4);
+        tt_pool_attr_set_pin_participants(a, true);
+        if (dedicated)
+            tt_pool_attr_set_thread_name(a, "tt-pin");
+        tt_pool *p;
+        ck_assert_int_eq(tt_pool_create(&p, a), TT_OK);
+        tt_pool_attr_destroy(a);
+        for (unsigned it = 0; it < tt_iters(5); it++) {
+            pin_ext pe = {.min_in_callee = {1 << 20, 1 << 20}};
+            tt_exec ex;
+            ck_assert_int_eq(tt_exec_init(&ex, p, 4), TT_OK);
+            ck_assert_int_eq(tt_team_scope(&ex, pin_fork_scope, &pe), TT_OK);
+            tt_assert_no_failures();
+            /* Job 1 runs on participant 2, pinned to one CPU. */
+            ck_assert_int_eq(atomic_load(&pe.before[1]), 1);
+            for (int j = 0; j < 2; j++) {
+                ck_assert_msg(atomic_load(&pe.min_in_callee[j]) == ncpu,
+                              "job %d (mask of %d CPUs): a callee thread had %d of %d CPUs", j,
+                              atomic_load(&pe.before[j]), atomic_load(&pe.min_in_callee[j]),
+                              ncpu);
+                ck_assert_int_eq(atomic_load(&pe.after[j]), atomic_load(&pe.before[j]));
+            }
+        }
+        ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+    }
+}
+END_TEST
+
 static Suite *external_suite(void)
 {
     Suite *s = suite_create("external");
@@ -727,6 +827,7 @@ static Suite *external_suite(void)
     tcase_add_test(tc, test_external_restores_member_settings);
     tcase_add_test(tc, test_external_reserves_width);
     tcase_add_test(tc, test_external_caps_application_nesting);
+    tcase_add_test(tc, test_external_restores_pinned_mask);
     tc = tt_tcase(s, "overhead", 120);
     tcase_add_test(tc, test_external_overhead);
     return s;
