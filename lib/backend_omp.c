@@ -530,10 +530,14 @@ static void omp_external_enter(unsigned width, int saved[4])
     omp_set_num_threads((int)width);
     /* The callee's region must be active: nested in a member (whose share is
      * confined, omp_confine), or this thread's own top-level region inside
-     * an inline run the library isolated. */
+     * an inline run the library isolated. And it is the one active level the
+     * callee gets: a region it nests inside runs on one thread, whatever
+     * nesting the application asked for (OMP_NESTED, OMP_MAX_ACTIVE_LEVELS,
+     * a list in OMP_NUM_THREADS), so that no more than `width` threads run
+     * under the root. */
     if (width > 1) {
         int need = omp_get_active_level() + 1;
-        if (saved[0] < need)
+        if (saved[0] != need)
             omp_set_max_active_levels(need);
     }
 }

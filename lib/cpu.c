@@ -362,6 +362,54 @@ int tt__region_room(unsigned width)
 
 bool tt__pin_allowed(void) { return getenv("LIKWID_PIN") == NULL; }
 
+/* ------------------------------------------------------------------------ */
+/* A participant pinned by its scope                                         */
+/* ------------------------------------------------------------------------ */
+
+/* The mask the calling thread had before a scope pinned it to one CPU
+ * (NULL: not pinned by a scope now). A tt_external's callee runs with it:
+ * the participant's pin is the scope's placement, not the callee's. */
+static _Thread_local const cpu_set_t *tls_own_mask;
+
+bool tt__cpu_pin(unsigned cpu, cpu_set_t *saved)
+{
+    if (cpu >= CPU_SETSIZE || !tt__pin_allowed() ||
+        sched_getaffinity(0, sizeof *saved, saved) != 0)
+        return false;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0)
+        return false;
+    if (!tls_own_mask)
+        tls_own_mask = saved;
+    return true;
+}
+
+void tt__cpu_unpin(const cpu_set_t *saved)
+{
+    (void)sched_setaffinity(0, sizeof *saved, saved);
+    if (tls_own_mask == saved)
+        tls_own_mask = NULL;
+}
+
+bool tt__cpu_callee_unpin(cpu_set_t *pinned, const cpu_set_t **own)
+{
+    *own = tls_own_mask;
+    if (!tls_own_mask || !tt__pin_allowed() ||
+        sched_getaffinity(0, sizeof *pinned, pinned) != 0 ||
+        sched_setaffinity(0, sizeof *tls_own_mask, tls_own_mask) != 0)
+        return false;
+    tls_own_mask = NULL;
+    return true;
+}
+
+void tt__cpu_callee_repin(const cpu_set_t *pinned, const cpu_set_t *own)
+{
+    (void)sched_setaffinity(0, sizeof *pinned, pinned);
+    tls_own_mask = own;
+}
+
 bool tt__cpu_move_off(int cpu)
 {
     if (cpu < 0 || cpu >= CPU_SETSIZE || !tt__pin_allowed())

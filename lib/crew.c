@@ -118,8 +118,9 @@ void tt__member_main(tt__crew *c, unsigned k)
     m->stack_size = own_stack_size();
     /* Each member takes the crew's CPU set (the process's, see
      * tt__process_cpus): OMP_PROC_BIND may have bound libgomp's threads to
-     * places, which a private crew must not inherit. */
-    if (c->have_cpus)
+     * places, which a private crew must not inherit. Not under likwid-pin
+     * (tt__pin_allowed), which pins each new thread itself. */
+    if (c->have_cpus && tt__pin_allowed())
         sched_setaffinity(0, sizeof c->cpus, &c->cpus);
     member_set_name(c, k);
     /* A member's whole life is one thread to OpenMP (one nested one-thread
@@ -353,7 +354,7 @@ static void affinity_run(tt__work *w, tt__member *m)
 {
     affinity_work *a = (affinity_work *)w;
     tt__crew *c = m->crew;
-    if (c->have_cpus)
+    if (c->have_cpus && tt__pin_allowed())
         sched_setaffinity(0, sizeof c->cpus, &c->cpus);
     tt__join_done(a->join, c->stats);
 }

@@ -529,13 +529,15 @@ static int prepare_plain(tt__exec *x, const run_spec *sp, tt__placement *pl, boo
         return rc;
     if (sp->one && (rc = tt__threads_room(sp->need - 1)) != TT_OK)
         return rc; /* the callee's nested team */
-    if (tt__pool_external_callee(x->pool)) {
+    if (tt__place_no_wait(x->pool)) {
         /* A thread of a tt_external callee's own region, calling back into
          * the pool whose slots that very tt_external holds while it waits
-         * for the callee: it must not wait for them. Take the slots now if
+         * for the callee, or a scope's leader that holds the scope's slots
+         * (place.c): it must not wait for them. Take the slots now if
          * they are free; otherwise run the tasks inline on this thread,
-         * which the tt_external's width already counts (a broadcast, which
-         * needs its calls at once, is refused). */
+         * which the holder's width already counts (a broadcast, which
+         * needs its calls at once, is refused: tt__token_broadcast_verdict
+         * says so first). */
         int got = sp->prefix ? tt__gang_try_acquire_prefix(x->pool, sp->need, slots)
                              : tt__gang_try_acquire_all(x->pool, sp->need, slots);
         if (got == TT_OK) {
@@ -812,7 +814,15 @@ static void ext_call(ext_entry *x, unsigned width, bool holding)
      * wider one gets its width (the one door). Either runs with the mark
      * in force, so that its threads are known as the external's own. */
     ext_run r = {x, width};
+    /* A participant that its scope pinned to one CPU calls the callee with
+     * its own mask (the callee's threads start from it), and is pinned
+     * again after. */
+    cpu_set_t pin;
+    const cpu_set_t *own;
+    bool unpinned = tt__cpu_callee_unpin(&pin, &own);
     be->callee_call(mark, width == 1 ? ext_isolated_thunk : ext_thunk, &r);
+    if (unpinned)
+        tt__cpu_callee_repin(&pin, own);
     tt__ledger_leave(x->e.ledger);
     tt__ledger_callee_end(prev);
     if (holding) {
@@ -859,7 +869,7 @@ static void ext_entry_inline(entry *e)
 /* Inline: budget 1, a pool of width 1, or a team token whose leader holds
  * the team's width. Room for the callee's team before anything is
  * consumed. */
-static int ext_inline(tt__entry *fr, ext_entry *e, unsigned width)
+static int ext_inline(tt__entry *fr, ext_entry *e, unsigned width, bool team)
 {
     tt__entry_hold(fr, NULL);
     int rc = width <= 1                         ? TT_OK
@@ -869,7 +879,10 @@ static int ext_inline(tt__entry *fr, ext_entry *e, unsigned width)
         rc = tt__entry_commit(fr);
     if (rc)
         return tt__entry_abort(fr, rc);
-    ext_call(e, width, false);
+    /* A team token's scope holds the slots of the callee's threads: a
+     * thread of its region that calls back into the pool must be known as
+     * the external's own, and never wait for them. */
+    ext_call(e, width, team && width > 1);
     tt__entry_end(fr, true);
     return TT_OK;
 }
@@ -934,17 +947,17 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
     if (rc)
         return rc;
     if (width == 1 || !x->pool || x->pool->width <= 1 || (x->flags & TT__F_TEAM))
-        return ext_inline(&fr, &e, width);
+        return ext_inline(&fr, &e, width, (x->flags & TT__F_TEAM) != 0);
     tt__placement pl;
     rc = tt__place_members(x, &pl);
     if (rc)
         return tt__entry_abort(&fr, rc);
     /* A thread that runs inside a callee of this pool's own external (the
-     * caller of a full-width external calling back) is no plain thread
-     * here: the slots are held, it takes the general path, which never
-     * waits for them. */
+     * caller of a full-width external calling back), or a scope leader
+     * that holds the scope's slots, is no plain thread here: the slots are
+     * held, it takes the general path, which never waits for them. */
     if (pl.self < 0 && width == x->pool->width && !tt__pool_uses_private_crew(x->pool) &&
-        !tt__pool_external_callee(x->pool))
+        !tt__place_no_wait(x->pool))
         return ext_top(&fr, &e, &pl, width);
     if (pl.self >= 0 && !pl.gang)
         return ext_member_root(&fr, &e, &pl, width);

@@ -290,6 +290,14 @@ int tt__gang_try_acquire_prefix(tt_pool *p, unsigned n, uint32_t *idx)
     return try_take(p, n, true, true, idx) == n ? TT_OK : TT_REFUSED_UNAVAILABLE;
 }
 
+bool tt__gang_prefix_free(const tt_pool *p, unsigned n)
+{
+    for (unsigned k = 0; k < n && k < p->width; k++)
+        if (!bit_is_free(p, k))
+            return false;
+    return n <= p->width;
+}
+
 void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx)
 {
     if (n == 0)

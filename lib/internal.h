@@ -604,6 +604,16 @@ void tt__test_room_refuse(long nth);
 /* Whether the library may change a thread's affinity: not under likwid-pin
  * (LIKWID_PIN set), which pins the threads itself. */
 bool tt__pin_allowed(void);
+/* Pin the calling thread (a scope's participant) to `cpu`, its mask before
+ * in *saved; false, nothing done, where it cannot or tt__pin_allowed says
+ * no. tt__cpu_unpin puts *saved back. While pinned, the thread's own mask
+ * is known: tt__cpu_callee_unpin puts it back for a tt_external's callee
+ * (true when it did: *pinned is the pin, *own the record) and
+ * tt__cpu_callee_repin pins the thread again after. */
+bool tt__cpu_pin(unsigned cpu, cpu_set_t *saved);
+void tt__cpu_unpin(const cpu_set_t *saved);
+bool tt__cpu_callee_unpin(cpu_set_t *pinned, const cpu_set_t **own);
+void tt__cpu_callee_repin(const cpu_set_t *pinned, const cpu_set_t *own);
 /* Move the calling thread off `cpu` and leave its affinity mask as it was:
  * take `cpu` out of the mask and put the mask back, the kernel migrating
  * the thread in between. False, nothing done, where the mask has no other
@@ -808,6 +818,8 @@ unsigned tt__gang_try_acquire(tt_pool *p, unsigned n, uint32_t *idx);
 int tt__gang_try_acquire_all(tt_pool *p, unsigned n, uint32_t *idx);
 /* Take slots 0..n-1 exactly, or none, without waiting. */
 int tt__gang_try_acquire_prefix(tt_pool *p, unsigned n, uint32_t *idx);
+/* True when slots 0..n-1 are free now (a look, nothing taken). */
+bool tt__gang_prefix_free(const tt_pool *p, unsigned n);
 void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx);
 void tt__gang_init_free(tt_pool *p);
 /* Test hook of tt_pool_into_team (team.c). */
@@ -1020,6 +1032,7 @@ typedef struct tt__inline_hold {
     tt_pool *pool;
     uint32_t slot;
     bool held;
+    bool mark; /* a scope leader's mark: holds slots, none to lend */
 } tt__inline_hold;
 
 /* A thread inside a hold of the pool that makes a nested entry which takes
@@ -1093,6 +1106,19 @@ tt__inline_hold *tt__pool_thread_hold(const tt_pool *pool);
 void tt__pool_hold_push(tt__inline_hold *h);
 void tt__pool_hold_pop(const tt__inline_hold *h);
 void tt__lend_begin(tt__lend *l, tt_pool *pool);
+/* Around a scope callback led by a thread that is no member of the pool:
+ * mark the thread as one that holds slots of the pool (place.c). */
+void tt__place_lead_begin(tt__inline_hold *h, tt_pool *pool);
+void tt__place_lead_end(tt__inline_hold *h);
+/* True when the calling thread holds slots of `pool` that it cannot lend
+ * (a scope leader's mark, a hold whose slot is lent, a persistent team's
+ * leader role) or runs inside the
+ * callee of a tt_external that holds them: it never waits for the pool's
+ * slots; it takes what is free now, runs inline, or is refused. */
+bool tt__place_no_wait(const tt_pool *pool);
+/* The calling thread takes (on) or gives up (off) the leader role of a
+ * persistent team of `pool`: a holder of its slots until the role ends. */
+void tt__place_lead_role(const tt_pool *pool, bool on);
 void tt__lend_end(tt__lend *l);
 
 /* ------------------------------------------------------------------------ */

@@ -74,6 +74,34 @@ void tt__pool_hold_pop(const tt__inline_hold *h)
     (void)h;
 }
 
+/* The pools of whose persistent teams this thread holds the leader role
+ * (tt_team_lead, until the lead token ends): the team holds the leader's
+ * slot and every member's the whole time, so the leader holds slots of the
+ * pool between its entries too. Kept apart from the hold stack: a role
+ * begins and ends in the order the application's tokens do, not nested. A
+ * thread that leads more than TT__LEADS teams at once is not recorded for
+ * the others (their pools' entries on it wait as a plain thread's do). */
+#define TT__LEADS 4
+static _Thread_local const tt_pool *tls_leads[TT__LEADS];
+
+void tt__place_lead_role(const tt_pool *pool, bool on)
+{
+    for (unsigned i = 0; i < TT__LEADS; i++) {
+        if (on ? tls_leads[i] == NULL : tls_leads[i] == pool) {
+            tls_leads[i] = on ? pool : NULL;
+            return;
+        }
+    }
+}
+
+static bool leads(const tt_pool *pool)
+{
+    for (unsigned i = 0; i < TT__LEADS; i++)
+        if (tls_leads[i] == pool)
+            return true;
+    return false;
+}
+
 /* ------------------------------------------------------------------------ */
 /* The members of a token                                                    */
 /* ------------------------------------------------------------------------ */
@@ -232,7 +260,8 @@ void tt__place_unreserve(tt_pool *pool, tt__placement *pl)
 static bool inline_slot_needed(const tt__exec *x, const tt__placement *pl)
 {
     return x->pool && !(x->flags & TT__F_TEAM) && pl->self < 0 && !pl->gang &&
-           !tt__pool_thread_hold(x->pool) && !tt__pool_external_callee(x->pool);
+           !tt__pool_thread_hold(x->pool) && !leads(x->pool) &&
+           !tt__pool_external_callee(x->pool);
 }
 
 void tt__inline_hold_take(tt__inline_hold *h, const tt__exec *x, const tt__placement *pl)
@@ -269,6 +298,36 @@ void tt__inline_hold_end(tt__inline_hold *h)
         tt__pool_hold_pop(h);
         tt__inline_hold_drop(h);
     }
+}
+
+/* A thread that leads a scope of the pool while it is no member of it (a
+ * scope on the private crew, a team token's leader) holds the scope's
+ * slots, its own included, until the scope's callback returns; it has no
+ * single slot it could lend. Its mark on the hold stack (a hold that holds
+ * nothing) tells every entry it makes on the pool meanwhile that it holds
+ * slots: an inline run takes no slot for itself, and an entry that needs
+ * more takes what is free now or runs inline (tt__place_no_wait). A thread
+ * already inside a hold of the pool is known by that hold. */
+void tt__place_lead_begin(tt__inline_hold *h, tt_pool *pool)
+{
+    *h = (tt__inline_hold){.pool = pool};
+    if (pool && !tt__pool_thread_hold(pool)) {
+        h->mark = true;
+        tt__pool_hold_push(h);
+    }
+}
+
+void tt__place_lead_end(tt__inline_hold *h)
+{
+    if (h->mark)
+        tt__pool_hold_pop(h);
+    h->mark = false;
+}
+
+bool tt__place_no_wait(const tt_pool *pool)
+{
+    const tt__inline_hold *h = tt__pool_thread_hold(pool);
+    return (h && !h->held) || leads(pool) || tt__pool_external_callee(pool);
 }
 
 void tt__lend_begin(tt__lend *l, tt_pool *pool)

@@ -110,8 +110,15 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
     tt__crew *crew = NULL;
     if (rc == TT_OK && nm > 0)
         rc = tt__pool_private_crew(pool, &crew);
+    /* A caller that holds slots of the pool (a member, a scope's leader,
+     * an inline run's hold, which it could not lend for the team's life)
+     * takes the members free now or is refused: it never waits for its own
+     * slots. */
+    bool holder = tt__pool_thread_hold(pool) || tt__place_no_wait(pool) ||
+                  tt__pool_member_of(pool, NULL) >= 0;
     if (rc == TT_OK && !(t->lends && nm > 0))
-        rc = tt__gang_acquire(pool, width, t->members, pool->attr.acquire_timeout_ns);
+        rc = tt__gang_acquire(pool, width, t->members,
+                              holder ? 0 : pool->attr.acquire_timeout_ns);
     if (rc != TT_OK) {
         if (!owned) {
             pthread_mutex_lock(&pool->lock);
@@ -187,6 +194,9 @@ static int lead_common(tt_team *team, unsigned budget, tt_exec *ex, bool block)
     team->ctl.ledger = spec.ledger;
     team->ctl.leader = pthread_self();
     tt__token_mint(x, &spec);
+    /* The leader holds the team's slots until its role ends: its own roots
+     * of the pool meanwhile never wait for them (place.c). */
+    tt__place_lead_role(team->pool, true);
     return TT_OK;
 }
 
@@ -211,6 +221,7 @@ static tt_team *team_of_ctl(tt__ctl *c)
 static void team_lead_end(tt__exec *x)
 {
     tt_team *t = team_of_ctl(x->team);
+    tt__place_lead_role(t->pool, false);
     if (t->lends && t->width > 1) {
         /* The role ends on the leader's thread: lend the members to the
          * pool until the next leader. */

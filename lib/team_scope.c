@@ -722,17 +722,9 @@ static void participate(tt__ctl *c, unsigned rank, uint32_t seen)
 
 /* Pin the calling thread to `cpu`; true when it did (its mask is in
  * *saved, to be put back with unpin). */
-static bool pin_to(unsigned cpu, cpu_set_t *saved)
-{
-    if (sched_getaffinity(0, sizeof *saved, saved) != 0)
-        return false;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    return sched_setaffinity(0, sizeof one, &one) == 0;
-}
+static bool pin_to(unsigned cpu, cpu_set_t *saved) { return tt__cpu_pin(cpu, saved); }
 
-static void unpin(const cpu_set_t *saved) { sched_setaffinity(0, sizeof *saved, saved); }
+static void unpin(const cpu_set_t *saved) { tt__cpu_unpin(saved); }
 
 /* The first `max` CPUs of the calling thread's (the leader's) affinity set;
  * how many. */
@@ -1008,7 +1000,7 @@ static int scope_reserve(tt__exec *x, tt__placement *pl, uint64_t timeout, uint3
         rc = tt__place_crew(pool, pl);
         if (rc)
             return rc == TT_ESHORTTEAM ? TT_REFUSED_UNAVAILABLE : rc;
-        if (tt__pool_external_callee(pool))
+        if (tt__place_no_wait(pool))
             r.timeout_ns = 0;
     }
     rc = tt__place_reserve(pool, pl, &r, slots, gang);
@@ -1092,7 +1084,12 @@ static void scope_on_members(tt__exec *x, const tt__placement *pl, const scope_s
     c.fail = fail;
     tt__part_work works[budget - 1];
     tt__ctl_start_members(&c, works, s->pin);
+    /* The leader is no member here and holds the scope's slots: marked,
+     * its callback's entries on the pool never wait for them. */
+    tt__inline_hold mark;
+    tt__place_lead_begin(&mark, x->pool);
     run_scope_fn(&c, &view, fn, arg);
+    tt__place_lead_end(&mark);
     tt__ctl_end_members(&c);
 }
 
@@ -1176,7 +1173,14 @@ static int with_carried_scope(tt__exec *x, carried_op op, void *ctx)
     _Atomic int fail = 0, *prev_fail = c->fail;
     c->fail = &fail;
     tt_scope view = {.c = c, .size = x->budget, .ledger = x->ledger};
+    /* The leader of the block holds its slots (a persistent team's leader,
+     * a scope's leader through a reborrowed token): marked, unless it is
+     * inside a hold of the pool already. (On a member the mark changes
+     * nothing: a member never waits for slots.) */
+    tt__inline_hold mark;
+    tt__place_lead_begin(&mark, c->pool);
     rc = op(&view, ctx);
+    tt__place_lead_end(&mark);
     c->fail = prev_fail;
     c->leader = prev;
     tt__entry_end(&fr, true);

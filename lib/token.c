@@ -224,6 +224,7 @@ int tt__token_broadcast_verdict(const tt__exec *x)
         return rc;
     if (x->flags & TT__F_FORK_CHILD)
         return TT_REFUSED_FORK_CHILD;
+    bool no_slots = false;
     if (x->pool && !(x->flags & TT__F_TEAM)) {
         /* The membership check reads the pool's crews: under an entry
          * count, so that a concurrent destroy is refused meanwhile. */
@@ -231,12 +232,20 @@ int tt__token_broadcast_verdict(const tt__exec *x)
         if (rc)
             return rc;
         bool member = tt__pool_member_of(x->pool, NULL) >= 0;
+        /* A caller that holds slots of the pool, or runs in the callee of
+         * an external that holds them, never waits for them: a broadcast
+         * runs on slots 0..budget-1 free now, or is refused (exec.c,
+         * prepare_plain, takes them by the same rule). */
+        no_slots = !member && x->budget > 1 && x->pool->width > 1 &&
+                   tt__place_no_wait(x->pool) && !tt__gang_prefix_free(x->pool, x->budget);
         tt__pool_entry_end(x->pool);
         if (member)
             return TT_REFUSED_CALLER_IN_POOL;
     }
     if (chain_busy(x))
         return TT_EBUSY;
+    if (no_slots)
+        return TT_REFUSED_UNAVAILABLE;
     return TT_OK;
 }
 

@@ -35,6 +35,9 @@ run "OMP_PROC_BIND=spread,close"           "" OMP_PROC_BIND=spread,close
 run "OMP_NESTED=true"                      "" OMP_NESTED=true
 run "OMP_MAX_ACTIVE_LEVELS=2"              "" OMP_MAX_ACTIVE_LEVELS=2
 run "OMP_NUM_THREADS=2,2"                  "" OMP_NUM_THREADS=2,2
+run "OMP_NUM_THREADS=2,3"                  "" OMP_NUM_THREADS=2,3
+run "OMP_NESTED=true OMP_NUM_THREADS=2"    "" OMP_NESTED=true OMP_NUM_THREADS=2
+run "OMP_MAX_ACTIVE_LEVELS=2 OMP_NUM_THREADS=2" "" OMP_MAX_ACTIVE_LEVELS=2 OMP_NUM_THREADS=2
 run "OMP_MAX_ACTIVE_LEVELS=0"              "" OMP_MAX_ACTIVE_LEVELS=0
 run "OMP_THREAD_LIMIT=$ncpu"               "" OMP_THREAD_LIMIT=$ncpu
 run "OMP_DYNAMIC=true"                     "" OMP_DYNAMIC=true

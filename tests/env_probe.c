@@ -119,9 +119,15 @@ static void ext_callee(void *arg, unsigned width)
 #pragma omp parallel
     {
         atomic_fetch_add(&n, 1);
-        user_enter();
-        spin_us(50);
-        user_leave();
+        /* A nested region of the callee's: one thread each, whatever the
+         * application's nesting settings (OMP_NESTED, OMP_MAX_ACTIVE_LEVELS,
+         * a list in OMP_NUM_THREADS), so no more than `width` run. */
+#pragma omp parallel
+        {
+            user_enter();
+            spin_us(300);
+            user_leave();
+        }
     }
     if (atomic_load(&n) != (int)width) {
         fprintf(stderr, "env_probe: tt_external(width %u): its region had %d threads\n", width,

@@ -622,6 +622,200 @@ START_TEST(test_external_overhead)
 }
 END_TEST
 
+/* Issue 39, item 3: the application's nesting settings (max-active-levels
+ * above one, as OMP_MAX_ACTIVE_LEVELS=2 or OMP_NESTED=true give, and a
+ * list of team sizes) must not reach the callee: a callee whose region
+ * opens a nested one runs `width` threads in all, never more. Set here
+ * through the API on the application's thread; env_matrix.sh runs the
+ * same check under the environment variables. */
+typedef struct nest_rec {
+    tt_live live;
+    _Atomic int inner_max;
+    _Atomic int outer_bad;
+} nest_rec;
+
+#if TT_PARALLEL_ENABLED
+static void ttomp_nesting_callee(nest_rec *r, unsigned width)
+{
+    _Atomic int outer = 0;
+#pragma omp parallel
+    {
+        atomic_fetch_add(&outer, 1);
+#pragma omp parallel num_threads(2)
+        {
+            tt_live_enter(&r->live);
+            int n = omp_get_num_threads();
+            int m = atomic_load(&r->inner_max);
+            while (n > m && !atomic_compare_exchange_weak(&r->inner_max, &m, n))
+                ;
+            tt_spin_us(300);
+            tt_live_leave(&r->live);
+        }
+    }
+    if (atomic_load(&outer) != (int)width)
+        atomic_fetch_add(&r->outer_bad, 1);
+}
+#endif
+
+static void nesting_callee(void *arg, unsigned width)
+{
+#if TT_PARALLEL_ENABLED
+    ttomp_nesting_callee(arg, width);
+#else
+    (void)arg;
+    (void)width;
+#endif
+}
+
+static void nesting_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    int rc = tt_external(child, nesting_callee, arg);
+    TT_CHECK(rc == TT_OK, "external in a share: %s", tt_status_name(rc));
+}
+
+START_TEST(test_external_caps_application_nesting)
+{
+#if TT_PARALLEL_ENABLED
+    omp_set_nested(1);
+    omp_set_max_active_levels(4);
+#endif
+    for (unsigned w = 2; w <= 4; w += 2) {
+        tt_pool *pool = tt_make_pool(w);
+        unsigned W = tt_pool_width(pool);
+        for (unsigned it = 0; it < tt_iters(5); it++) {
+            /* A full-width root on this thread, then two half-width ones in
+             * members' shares. */
+            nest_rec r = {0};
+            tt_live_init(&r.live);
+            tt_exec ex;
+            ck_assert_int_eq(tt_exec_init(&ex, pool, W), TT_OK);
+            ck_assert_int_eq(tt_external(&ex, nesting_callee, &r), TT_OK);
+            ck_assert_msg(tt_live_max(&r.live) <= (int)W,
+                          "a width-%u external ran %d threads under nesting settings", W,
+                          tt_live_max(&r.live));
+            ck_assert_int_eq(atomic_load(&r.outer_bad), 0);
+            if (W >= 4) {
+                nest_rec q = {0};
+                tt_live_init(&q.live);
+                ck_assert_int_eq(tt_exec_init(&ex, pool, W), TT_OK);
+                ck_assert_int_eq(tt_fork(&ex, 2, nesting_job, &q), TT_OK);
+                tt_assert_no_failures();
+                ck_assert_msg(tt_live_max(&q.live) <= (int)W,
+                              "two width-%u externals ran %d threads under nesting settings",
+                              W / 2, tt_live_max(&q.live));
+                ck_assert_int_eq(atomic_load(&q.outer_bad), 0);
+            }
+        }
+#if TT_PARALLEL_ENABLED
+        /* The application keeps its own settings. */
+        ck_assert_int_eq(omp_get_max_active_levels(), 4);
+#endif
+        tt_free_pool(pool);
+    }
+}
+END_TEST
+
+/* Issue 39, item 4: a participant that a scope pinned to one CPU gets its
+ * own mask back for a tt_external's callee (the threads of the callee's
+ * region start from it), and is pinned again after. */
+typedef struct pin_ext {
+    _Atomic int min_in_callee[2];
+    _Atomic int before[2], after[2];
+} pin_ext;
+
+typedef struct pin_call {
+    pin_ext *pe;
+    unsigned job;
+} pin_call;
+
+static int mask_count(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    sched_getaffinity(0, sizeof set, &set);
+    return CPU_COUNT(&set);
+}
+
+static void note_min(_Atomic int *m, int v)
+{
+    int cur = atomic_load(m);
+    while (v < cur && !atomic_compare_exchange_weak(m, &cur, v))
+        ;
+}
+
+#if TT_PARALLEL_ENABLED
+static void ttomp_pin_callee(pin_call *k, unsigned width)
+{
+#pragma omp parallel num_threads(width)
+    note_min(&k->pe->min_in_callee[k->job], mask_count());
+}
+#endif
+
+static void pin_callee(void *arg, unsigned width)
+{
+    pin_call *k = arg;
+#if TT_PARALLEL_ENABLED
+    ttomp_pin_callee(k, width);
+#else
+    (void)width;
+    note_min(&k->pe->min_in_callee[k->job], mask_count());
+#endif
+}
+
+static void pin_job(void *arg, unsigned i, tt_exec *child)
+{
+    pin_ext *pe = arg;
+    pin_call k = {pe, i};
+    atomic_store(&pe->before[i], mask_count());
+    int rc = tt_external(child, pin_callee, &k);
+    TT_CHECK(rc == TT_OK, "external in a scope-fork job: %s", tt_status_name(rc));
+    atomic_store(&pe->after[i], mask_count());
+}
+
+static void pin_fork_scope(void *arg, tt_scope *scope)
+{
+    int rc = tt_scope_fork(scope, 2, pin_job, arg);
+    TT_CHECK(rc == TT_OK, "scope fork: %s", tt_status_name(rc));
+}
+
+START_TEST(test_external_restores_pinned_mask)
+{
+    int ncpu = mask_count();
+    if (!TT_PARALLEL_ENABLED || ncpu < 2)
+        return;
+    unsetenv("LIKWID_PIN");
+    for (int dedicated = 0; dedicated <= 1; dedicated++) {
+        tt_pool_attr *a;
+        ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
+        tt_pool_attr_set_threads(a, 4);
+        tt_pool_attr_set_pin_participants(a, true);
+        if (dedicated)
+            tt_pool_attr_set_thread_name(a, "tt-pin");
+        tt_pool *p;
+        ck_assert_int_eq(tt_pool_create(&p, a), TT_OK);
+        tt_pool_attr_destroy(a);
+        for (unsigned it = 0; it < tt_iters(5); it++) {
+            pin_ext pe = {.min_in_callee = {1 << 20, 1 << 20}};
+            tt_exec ex;
+            ck_assert_int_eq(tt_exec_init(&ex, p, 4), TT_OK);
+            ck_assert_int_eq(tt_team_scope(&ex, pin_fork_scope, &pe), TT_OK);
+            tt_assert_no_failures();
+            /* Job 1 runs on participant 2, pinned to one CPU. */
+            ck_assert_int_eq(atomic_load(&pe.before[1]), 1);
+            for (int j = 0; j < 2; j++) {
+                ck_assert_msg(atomic_load(&pe.min_in_callee[j]) == ncpu,
+                              "job %d (mask of %d CPUs): a callee thread had %d of %d CPUs", j,
+                              atomic_load(&pe.before[j]), atomic_load(&pe.min_in_callee[j]),
+                              ncpu);
+                ck_assert_int_eq(atomic_load(&pe.after[j]), atomic_load(&pe.before[j]));
+            }
+        }
+        ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
+    }
+}
+END_TEST
+
 static Suite *external_suite(void)
 {
     Suite *s = suite_create("external");
@@ -632,6 +826,8 @@ static Suite *external_suite(void)
     tc = tt_tcase(s, "settings", 60);
     tcase_add_test(tc, test_external_restores_member_settings);
     tcase_add_test(tc, test_external_reserves_width);
+    tcase_add_test(tc, test_external_caps_application_nesting);
+    tcase_add_test(tc, test_external_restores_pinned_mask);
     tc = tt_tcase(s, "overhead", 120);
     tcase_add_test(tc, test_external_overhead);
     return s;

@@ -89,6 +89,27 @@ while test $n -le $((nallocs + 2)); do
 done
 echo "allocations: $k runs (every ${step}th), `expr $(date +%s) - $start` s"
 
+# A dedicated pool alone (issue 39): the window opens once its attributes
+# are set (a thread name that could not be copied is TT_ENOMEM from
+# tt_pool_attr_set_thread_name, and the pool would not be dedicated), and
+# when tt_pool_destroy returned, its members must be gone: at once, with
+# no pause of the runtime and no wait (exit 3 otherwise).
+start=`date +%s`
+k=0
+for kind in THREAD ALLOC; do
+  set -- `env FAULT_DEDICATED_ONLY=1 FAULT_WIDTH=2 FAULT_SHIM_REPORT=1 "FAULT_SHIM_${kind}_AT=1000000000" \
+    LD_PRELOAD="$shim" "$prog" 2>&1 >/dev/null | sed -n "s/^fault_shim: threads \([0-9]*\) allocs \([0-9]*\).*/\1 \2/p"`
+  if test $kind = THREAD; then reach=$1; else reach=$2; fi
+  test -n "$reach" || { echo "FAIL: the dedicated pool's counting run did not finish"; fails=$((fails + 1)); continue; }
+  n=1
+  while test $n -le $((reach + 2)); do
+    run "dedicated pool alone, $kind #$n fails" LD_PRELOAD="$shim" FAULT_DEDICATED_ONLY=1 FAULT_WIDTH=2 \
+      "FAULT_SHIM_${kind}_AT=$n"
+    n=$((n + 1)); k=$((k + 1))
+  done
+done
+echo "a dedicated pool alone: $k runs, `expr $(date +%s) - $start` s"
+
 grp=nogroup
 getent group nogroup >/dev/null 2>&1 || grp=nobody
 if test "`id -u`" = 0 && command -v setpriv >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 &&
