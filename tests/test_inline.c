@@ -5,7 +5,7 @@
  * that path: consumption, TT_ECOPY, TT_ECONSUMED, TT_EBUSY (and a refusal
  * consumes nothing), TT_EWRONGTHREAD, a destroy from another thread refused
  * while the inline entries run, tt_for_ranges' one range and its empty
- * entry.
+ * entry, a team scope of the leader alone.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -147,7 +147,8 @@ typedef struct contracts {
     tt_pool *pool;
     int rc_copy, rc_consumed, rc_busy, rc_after_busy, rc_wrong, rc_destroy;
     int rc_ranges0, rc_ranges0_again;
-    unsigned inner_runs, range_calls;
+    unsigned inner_runs, range_calls, scope_sections;
+    int rc_scope, rc_scope_again;
     size_t range_begin, range_end;
     tt_exec *shared;
 } contracts;
@@ -217,6 +218,18 @@ static void contracts_job(void *arg, unsigned i, tt_exec *child)
     c->rc_consumed = tt_fork(child, 1, count_job, c);
 }
 
+static void scope_section(void *arg, tt_section *s)
+{
+    contracts *c = arg;
+    if (tt_section_size(s) == 1)
+        c->scope_sections++;
+}
+
+static void scope_body(void *arg, tt_scope *scope)
+{
+    ck_assert_int_eq(tt_scope_run(scope, scope_section, arg), TT_OK);
+}
+
 static void ranges_job(void *arg, unsigned i, tt_exec *child)
 {
     contracts *c = arg;
@@ -229,6 +242,10 @@ static void ranges_job(void *arg, unsigned i, tt_exec *child)
     tt_exec_reborrow(child, &b);
     c->rc_ranges0 = tt_for_ranges(&b, 0, 1, count_range, c);
     c->rc_ranges0_again = tt_for_ranges(&b, 0, 1, count_range, c);
+    tt_exec d;
+    tt_exec_reborrow(child, &d);
+    c->rc_scope = tt_team_scope(&d, scope_body, c);
+    c->rc_scope_again = tt_team_scope(&d, scope_body, c);
 }
 
 static void check_contracts(tt_pool *pool, bool serial)
@@ -259,6 +276,9 @@ static void check_contracts(tt_pool *pool, bool serial)
     ck_assert_uint_eq(c.range_end, 1000);
     ck_assert_int_eq(c.rc_ranges0, TT_OK);
     ck_assert_int_eq(c.rc_ranges0_again, TT_ECONSUMED);
+    ck_assert_int_eq(c.rc_scope, TT_OK);
+    ck_assert_int_eq(c.rc_scope_again, TT_ECONSUMED);
+    ck_assert_uint_eq(c.scope_sections, 1);
 }
 
 START_TEST(test_inline_contracts)
