@@ -358,6 +358,10 @@ typedef struct isolate_call {
     void (*fn)(void *ctx);
     void *ctx;
 } isolate_call;
+typedef struct isolate_seq_call {
+    void (*fn)(void *ctx, const tt__icvs *start);
+    void *ctx;
+} isolate_seq_call;
 
 /* A share without a region of its own puts back the ICVs it changed
  * (internal.h, tt__icvs), so that neither its caller nor the next share
@@ -397,14 +401,18 @@ static void omp_icvs_restore(const tt__icvs *v)
         rt_set_default_allocator((omp_allocator_handle_t)v->alloc);
 }
 
-static void omp_isolate(void (*fn)(void *ctx), void *ctx)
+/* omp_isolate, handing fn the ICVs it starts with where the isolation
+ * read them anyway (NULL where it did not: a nested region of its own), so
+ * that shares run one after the other in it (tt__share_seq) need no
+ * reading of their own. */
+static void omp_isolate_seq(void (*fn)(void *ctx, const tt__icvs *start), void *ctx)
 {
     if (omp_is_one_thread()) {
         tt__icvs saved;
         omp_icvs_save(&saved);
         if (omp_get_level() == 0) {
             /* No team: OpenMP runs every task at once. */
-            fn(ctx);
+            fn(ctx, &saved);
         } else {
             /* Inside a team of one that outlives this share (a crew
              * member's life, a participant's part of a root, an enclosing
@@ -417,7 +425,7 @@ static void omp_isolate(void (*fn)(void *ctx), void *ctx)
              * and frees the group), against 2 to 2.5 us for a nested
              * region of its own. */
 #pragma omp taskgroup
-            fn(ctx);
+            fn(ctx, &saved);
         }
         omp_icvs_restore(&saved);
         return;
@@ -427,16 +435,32 @@ static void omp_isolate(void (*fn)(void *ctx), void *ctx)
         omp_icvs_save(&saved);
         omp_set_num_threads(1);
         omp_set_max_active_levels(0);
-        fn(ctx);
+        tt__icvs start = saved; /* what fn starts with: confined */
+        start.nthreads = 1;
+        start.mal = 0;
+        fn(ctx, &start);
         omp_icvs_restore(&saved);
         return;
     }
-    isolate_call call = {fn, ctx};
+    isolate_seq_call call = {fn, ctx};
 #pragma omp parallel num_threads(1) shared(call)
     {
         omp_confine();
-        call.fn(call.ctx);
+        call.fn(call.ctx, NULL);
     }
+}
+
+static void isolate_plain(void *ctx, const tt__icvs *start)
+{
+    const isolate_call *c = ctx;
+    (void)start;
+    c->fn(c->ctx);
+}
+
+static void omp_isolate(void (*fn)(void *ctx), void *ctx)
+{
+    isolate_call c = {fn, ctx};
+    omp_isolate_seq(isolate_plain, &c);
 }
 
 /* A taskgroup ends only when every task generated in it, and every
@@ -814,6 +838,7 @@ const tt__backend tt__backend_omp = {
     .in_parallel = omp_in_parallel_any,
     .confine = omp_confine,
     .isolate = omp_isolate,
+    .isolate_seq = omp_isolate_seq,
     .complete = omp_complete,
     .icvs_save = omp_icvs_save,
     .icvs_restore = omp_icvs_restore,

@@ -22,6 +22,10 @@ static bool serial_in_parallel(void) { return false; }
 static void serial_confine(void) {}
 /* Without OpenMP every thread already is one thread to OpenMP. */
 static void serial_isolate(void (*fn)(void *ctx), void *ctx) { fn(ctx); }
+static void serial_isolate_seq(void (*fn)(void *ctx, const tt__icvs *start), void *ctx)
+{
+    fn(ctx, NULL);
+}
 static void serial_icvs_save(tt__icvs *v) { memset(v, 0, sizeof *v); }
 static void serial_icvs_restore(const tt__icvs *v) { (void)v; }
 static unsigned serial_max_threads(void) { return 1; }
@@ -78,6 +82,7 @@ const tt__backend tt__backend_serial = {
     .in_parallel = serial_in_parallel,
     .confine = serial_confine,
     .isolate = serial_isolate,
+    .isolate_seq = serial_isolate_seq,
     .complete = serial_isolate,
     .icvs_save = serial_icvs_save,
     .icvs_restore = serial_icvs_restore,

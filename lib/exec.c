@@ -707,12 +707,13 @@ static inline void lean_job(const tt__exec *x, tt_job_fn job, void *arg, unsigne
 }
 
 /* The jobs as one isolated share (tt__share_run), each after the first
- * with the ICVs the first started with (tt__share_seq). */
-static void lean_fork_isolated(void *ctx)
+ * with the ICVs the first started with (tt__share_seq, from the reading
+ * the isolation took). */
+static void lean_fork_isolated(void *ctx, const tt__icvs *start)
 {
     const lean_fork *f = ctx;
     tt__share_seq seq;
-    tt__share_seq_begin(&seq, f->x->pool, f->jobs);
+    tt__share_seq_begin_from(&seq, f->x->pool, f->jobs, start);
     for (unsigned i = 0; i < f->jobs; i++) {
         if (i)
             tt__share_seq_next(&seq);
@@ -725,7 +726,7 @@ __attribute__((noinline)) static void lean_fork_run_isolated(tt__exec *x, unsign
                                                              tt_exec *child)
 {
     lean_fork f = {.x = x, .job = job, .arg = arg, .jobs = jobs, .child = child};
-    tt__backend_get()->isolate(lean_fork_isolated, &f);
+    tt__backend_get()->isolate_seq(lean_fork_isolated, &f);
 }
 
 /* The whole lean fork in one frame, as small as the child token it holds

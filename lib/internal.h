@@ -441,6 +441,10 @@ typedef struct tt__backend {
      * few ICV writes outside every region, and one nested one-thread
      * region inside a wider one (backend_omp.c has the figures). */
     void (*isolate)(void (*fn)(void *ctx), void *ctx);
+    /* isolate, handing fn the ICVs it starts with where the isolation read
+     * them anyway (NULL where it did not), for a sequence of shares in one
+     * isolation (tt__share_seq_begin_from). */
+    void (*isolate_seq)(void (*fn)(void *ctx, const tt__icvs *start), void *ctx);
     /* Run fn(ctx) and complete every explicit task it generated (and their
      * descendants) before returning, as the end of a region would: for
      * user code whose completion the library reports before the team it
@@ -747,6 +751,20 @@ static inline void tt__share_seq_begin(tt__share_seq *q, const tt_pool *pool, si
     q->on = count > 1 && tt__pool_isolates(pool);
     if (q->on)
         tt__backend_get()->icvs_save(&q->icv);
+}
+
+/* The same, from the reading the isolation took (backend isolate_seq;
+ * NULL: none, read now). */
+static inline void tt__share_seq_begin_from(tt__share_seq *q, const tt_pool *pool, size_t count,
+                                            const tt__icvs *start)
+{
+    q->on = count > 1 && tt__pool_isolates(pool);
+    if (q->on) {
+        if (start)
+            q->icv = *start;
+        else
+            tt__backend_get()->icvs_save(&q->icv);
+    }
 }
 
 static inline void tt__share_seq_next(tt__share_seq *q)

@@ -12,6 +12,8 @@
 #endif
 #include "tt_test.h"
 
+#include <omp.h>
+
 /* A pool of width 2 whose shares are declared OpenMP-free (iso false) or
  * isolated (the default). */
 static tt_pool *inline_pool(bool iso)
@@ -297,6 +299,95 @@ START_TEST(test_inline_contracts_serial)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* The one-thread contract on the lean path (isolated pool)                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct icv_seen {
+    int nthreads, dyn, chunk;
+    omp_sched_t kind;
+} icv_seen;
+
+static icv_seen icv_now(void)
+{
+    icv_seen v;
+    v.nthreads = omp_get_max_threads();
+    v.dyn = omp_get_dynamic();
+    omp_get_schedule(&v.kind, &v.chunk);
+    return v;
+}
+
+static bool icv_same(icv_seen a, icv_seen b)
+{
+    return a.nthreads == b.nthreads && a.dyn == b.dyn && a.kind == b.kind && a.chunk == b.chunk;
+}
+
+typedef struct icv_ctx {
+    icv_seen start[2], second, after[2];
+    _Atomic int task_done[2], done_at_return[2], ran[2];
+    unsigned outer;
+} icv_ctx;
+
+typedef struct icv_inner {
+    icv_ctx *c;
+    unsigned outer;
+} icv_inner;
+
+static void icv_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)child;
+    icv_inner *in = arg;
+    icv_ctx *c = in->c;
+    if (i == 0) {
+        c->start[in->outer] = icv_now();
+        omp_set_num_threads(3);
+        omp_set_dynamic(!c->start[in->outer].dyn);
+        omp_set_schedule(omp_sched_dynamic, 7);
+        _Atomic int *done = &c->task_done[in->outer];
+#pragma omp task shared(done)
+        atomic_store(done, 1);
+    } else {
+        c->second = icv_now();
+        c->ran[in->outer] = icv_same(c->second, c->start[in->outer]);
+    }
+}
+
+static void icv_outer(void *arg, unsigned k, tt_exec *child)
+{
+    icv_ctx *c = arg;
+    tt_exec one;
+    tt_exec_reborrow(child, &one);
+    tt_exec_limit(&one, 1);
+    icv_seen before = icv_now();
+    icv_inner in = {c, k};
+    ck_assert_int_eq(tt_fork(&one, 2, icv_job, &in), TT_OK);
+    c->done_at_return[k] = atomic_load(&c->task_done[k]);
+    c->after[k] = icv_now();
+    ck_assert(icv_same(before, c->after[k]));
+}
+
+/* A lean fork of 2 jobs on an isolated pool: the second job starts with
+ * the ICVs the first started with, the caller sees none of the first's,
+ * and the first's task is complete when the fork returns; on a plain
+ * thread (no region) and inside a root's region (a member's team of one). */
+START_TEST(test_inline_isolated_contract)
+{
+    tt_pool *p = inline_pool(true);
+    for (unsigned b = 1; b <= 2; b++) {
+        icv_ctx c = {0};
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, p, b), TT_OK);
+        ck_assert_int_eq(tt_fork(&ex, b, icv_outer, &c), TT_OK);
+        for (unsigned k = 0; k < b; k++) {
+            ck_assert_msg(c.ran[k], "budget %u, task %u: job 1 saw job 0's ICVs", b, k);
+            ck_assert_msg(c.done_at_return[k], "budget %u, task %u: job 0's task not done", b,
+                          k);
+        }
+    }
+    tt_free_pool(p);
+}
+END_TEST
+
 static Suite *inline_suite(void)
 {
     Suite *s = suite_create("inline");
@@ -306,6 +397,7 @@ static Suite *inline_suite(void)
     tcase_add_test(tc, test_inline_deep_isolated);
     tcase_add_test(tc, test_inline_contracts);
     tcase_add_test(tc, test_inline_contracts_serial);
+    tcase_add_test(tc, test_inline_isolated_contract);
     suite_add_tcase(s, tc);
     return s;
 }
