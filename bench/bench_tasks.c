@@ -27,7 +27,9 @@
  */
 #include "tasks_kernels.h"
 
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,7 +106,11 @@ int main(int argc, char **argv)
     bool nested = !strcmp(sys, "omp-nested");
     const sizes *z = small ? &small_sizes : &bench_sizes;
     tt_pool *pool = NULL;
+#ifdef _OPENMP
     unsigned width = (unsigned)omp_get_max_threads();
+#else
+    unsigned width = 1;
+#endif
     if (tt) {
         tt_pool_attr *a;
         if (tt_pool_attr_create(&a) != TT_OK ||

@@ -6,9 +6,16 @@
 #include "tasks_kernels.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#else
+/* A build without OpenMP (--disable-parallel): the OpenMP twins run
+ * serially, their pragmas ignored. */
+#pragma GCC diagnostic ignored "-Wunknown-pragmas"
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* Peak concurrency (threadteam side)                                       */
@@ -460,8 +467,12 @@ int tk_nested_tt(tt_exec *ex, tk_nested *k)
 
 void tk_nested_omp(tk_nested *k, bool active_inner)
 {
+#ifdef _OPENMP
     int saved = omp_get_max_active_levels();
     omp_set_max_active_levels(active_inner ? 2 : 1);
+#else
+    (void)active_inner;
+#endif
 #pragma omp parallel for schedule(static)
     for (unsigned d = 0; d < k->dom; d++) {
         size_t first = dom_first(k, d), cells = dom_cells(k, d);
@@ -469,7 +480,9 @@ void tk_nested_omp(tk_nested *k, bool active_inner)
         for (size_t i = 0; i < cells; i++)
             k->out[first + i] = cell_work(first + i);
     }
+#ifdef _OPENMP
     omp_set_max_active_levels(saved);
+#endif
 }
 
 /* ------------------------------------------------------------------------ */
@@ -562,6 +575,7 @@ int tk_sparse_tt_dynamic(tt_exec *ex, tk_sparse *s, size_t grain)
 
 void tk_sparse_omp(tk_sparse *s, int chunk)
 {
+    (void)chunk;
 #pragma omp parallel for schedule(dynamic, chunk)
     for (size_t r = 0; r < s->rows; r++)
         s->y[r] = row_dot(s, r);

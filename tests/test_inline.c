@@ -12,7 +12,9 @@
 #endif
 #include "tt_test.h"
 
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 
 /* A pool of width 2 whose shares are declared OpenMP-free (iso false) or
  * isolated (the default). */
@@ -303,6 +305,7 @@ END_TEST
 /* The one-thread contract on the lean path (isolated pool)                  */
 /* ------------------------------------------------------------------------ */
 
+#ifdef _OPENMP
 typedef struct icv_seen {
     int nthreads, dyn, chunk;
     omp_sched_t kind;
@@ -387,6 +390,7 @@ START_TEST(test_inline_isolated_contract)
     tt_free_pool(p);
 }
 END_TEST
+#endif /* _OPENMP */
 
 static Suite *inline_suite(void)
 {
@@ -397,7 +401,9 @@ static Suite *inline_suite(void)
     tcase_add_test(tc, test_inline_deep_isolated);
     tcase_add_test(tc, test_inline_contracts);
     tcase_add_test(tc, test_inline_contracts_serial);
+#ifdef _OPENMP
     tcase_add_test(tc, test_inline_isolated_contract);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }
