@@ -7,7 +7,8 @@
  *   S: tt       a pool of all CPUs, shares isolated (the default)
  *      tt-free  the same pool with its shares declared OpenMP-free
  *               (tt_pool_attr_set_isolate_shares(false))
- *      omp      the OpenMP-task twins (untied tasks, depth cutoff), the
+ *      omp      the OpenMP-task twins (untied tasks, depth cutoff: fib 10
+ *               levels, nqueens 3 rows, as BOTS sets them), the
  *               two-level loop with its inner loop serialised (the default)
  *      omp-nested  the two-level loop with max-active-levels 2 (the other
  *               kernels as omp)

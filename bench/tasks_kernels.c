@@ -48,7 +48,7 @@ static inline void peak_leave(void)
         atomic_fetch_sub(&live, 1);
 }
 
-int tk_omp_cutoff = 10;
+int tk_fib_cutoff = 10, tk_nq_cutoff = 3;
 
 /* ------------------------------------------------------------------------ */
 /* fib                                                                       */
@@ -116,7 +116,7 @@ static long fib_omp(int n, int d)
 {
     if (n < 2)
         return n;
-    if (d >= tk_omp_cutoff)
+    if (d >= tk_fib_cutoff)
         return tk_fib_seq(n);
     long x, y;
 #pragma omp task untied shared(x) firstprivate(n, d)
@@ -240,7 +240,7 @@ static void nq_omp(int n, int j, const char *a, long *sol, int depth)
         *sol = 1;
         return;
     }
-    if (depth >= tk_omp_cutoff) {
+    if (depth >= tk_nq_cutoff) {
         *sol = tk_nqueens_seq(n, j, a);
         return;
     }

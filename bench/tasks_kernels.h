@@ -42,8 +42,9 @@ extern bool tk_counting;
 void tk_peak_reset(void);
 int tk_peak(void);
 
-/* The OpenMP side's depth cutoff (tasks below it run the serial twin). */
-extern int tk_omp_cutoff;
+/* The OpenMP side's depth cutoffs (below them the serial twin runs), as
+ * BOTS sets them: fib 10 levels, nqueens 3 rows. */
+extern int tk_fib_cutoff, tk_nq_cutoff;
 
 /* Serial leaf kernels (shared). */
 long tk_fib_seq(int n);

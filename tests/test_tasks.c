@@ -68,7 +68,7 @@ START_TEST(test_tasks_fib)
 {
     on_pools(fib_k);
     on_pools(fib_port_k);
-    tk_omp_cutoff = 4;
+    tk_fib_cutoff = 4;
     ck_assert_int_eq(tk_fib_omp(18), tk_fib_expect(18));
     ck_assert_int_eq(tk_fib_expect(30), 832040);
 }
@@ -94,7 +94,7 @@ START_TEST(test_tasks_nqueens)
 {
     on_pools(nq_k);
     on_pools(nq_port_k);
-    tk_omp_cutoff = 3;
+    tk_nq_cutoff = 2;
     ck_assert_int_eq(tk_nqueens_omp(8), 92);
     char a[1] = {0};
     ck_assert_int_eq(tk_nqueens_seq(6, 0, a), 4);
