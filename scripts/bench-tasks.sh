@@ -114,6 +114,7 @@ row() { # pass kernel param omp_med omp_p90 tt_med tt_p90 target scenario width 
 }
 
 for pass in $passes; do
+    ptag=$(echo "$pass" | tr ',' ':') # the raw file's first column: no comma
     load=none
     policy=default
     case $pass in
@@ -148,22 +149,22 @@ for pass in $passes; do
             else
                 "$prog" --system "$s" --reps "$reps" $small ${kernels:+--kernels "$kernels"} >"$raw.one"
             fi || { echo "bench-tasks: $s failed (a wrong result or a peak above the budget)" >&2; exit 1; }
-            sed "s/^/$pass,/" "$raw.one" >>"$raw"
+            sed "s/^/$ptag,/" "$raw.one" >>"$raw"
         done
         r=$((r + 1))
     done
     stop_load
     loadname=$load
     [ "$load" != none ] && loadname="$(echo "$load" | tr ',' ':')+omp"
-    width=$(awk -F, -v p="$pass" '$1 == p { print $3; exit }' "$raw")
+    width=$(awk -F, -v p="$ptag" '$1 == p { print $3; exit }' "$raw")
     printf '\npass %s (load %s, wait policy %s), width %s: medians over %s repetitions\n' "$pass" "$loadname" "$policy" "$width" "$((rounds * reps))"
     printf '  %-8s %-16s %-22s %11s %11s %7s  %-6s %s\n' pass scenario param openmp threadteam ratio target verdict
-    for kern in $(awk -F, -v p="$pass" '$1 == p { print $4 }' "$raw" | awk '!s[$0]++'); do
-        param=$(awk -F, -v p="$pass" -v k="$kern" '$1 == p && $4 == k { print $5; exit }' "$raw")
-        om=$(quant "$pass" omp "$kern" 0.5); op=$(quant "$pass" omp "$kern" 0.9)
-        nm=$(quant "$pass" omp-nested "$kern" 0.5); np=$(quant "$pass" omp-nested "$kern" 0.9)
-        tm=$(quant "$pass" tt "$kern" 0.5); tp=$(quant "$pass" tt "$kern" 0.9)
-        fm=$(quant "$pass" tt-free "$kern" 0.5); fp=$(quant "$pass" tt-free "$kern" 0.9)
+    for kern in $(awk -F, -v p="$ptag" '$1 == p { print $4 }' "$raw" | awk '!s[$0]++'); do
+        param=$(awk -F, -v p="$ptag" -v k="$kern" '$1 == p && $4 == k { print $5; exit }' "$raw")
+        om=$(quant "$ptag" omp "$kern" 0.5); op=$(quant "$ptag" omp "$kern" 0.9)
+        nm=$(quant "$ptag" omp-nested "$kern" 0.5); np=$(quant "$ptag" omp-nested "$kern" 0.9)
+        tm=$(quant "$ptag" tt "$kern" 0.5); tp=$(quant "$ptag" tt "$kern" 0.9)
+        fm=$(quant "$ptag" tt-free "$kern" 0.5); fp=$(quant "$ptag" tt-free "$kern" 0.9)
         # The reference: OpenMP's figure (the nested loop: the better setting).
         ref=$om; rp=$op
         if [ "$kern" = nested ] && awk -v a="$nm" -v b="$om" 'BEGIN { exit !(a + 0 < b + 0) }'; then ref=$nm; rp=$np; fi
@@ -182,7 +183,7 @@ for pass in $passes; do
                 [ "$v" = MISS ] && miss=$((miss + 1))
             fi
             printf '  %-8s %-16s %-22s undeferred task %.1f ns, plain %.1f ns, tt %.1f ns, tt-free %.1f ns: tt-free over plain %s ns (<= 25) %s\n' \
-                "$pass" inline "$param" "$om" "$nm" "$tm" "$fm" "$over" "$v"
+                "$ptag" inline "$param" "$om" "$nm" "$tm" "$fm" "$over" "$v"
             if [ -n "$csv" ]; then
                 [ -s "$csv" ] || echo "label,scenario,param,omp_us,tt_us,ratio,target,verdict,width,omp_p90,tt_p90,rounds,host,load,policy" >"$csv"
                 echo "$label,tasks-inline-over-plain,$param,$nm,$fm,$over,25ns,$v,$width,$np,$fp,$rounds,$host,$loadname,$policy" >>"$csv"
@@ -190,8 +191,8 @@ for pass in $passes; do
             fi
             continue
         fi
-        row "$pass" "$kern" "$param" "$ref" "$rp" "$tm" "$tp" report "tasks-$kern" "$width" "$loadname" "$policy"
-        row "$pass" "$kern" "$param" "$ref" "$rp" "$fm" "$fp" "$t" "tasks-$kern-free" "$width" "$loadname" "$policy"
+        row "$ptag" "$kern" "$param" "$ref" "$rp" "$tm" "$tp" report "tasks-$kern" "$width" "$loadname" "$policy"
+        row "$ptag" "$kern" "$param" "$ref" "$rp" "$fm" "$fp" "$t" "tasks-$kern-free" "$width" "$loadname" "$policy"
     done
 done
 echo "bench-tasks: $miss MISS"
