@@ -374,6 +374,7 @@ static bool omp_is_one_thread(void)
  */
 typedef struct isolate_call {
     void (*fn)(void *ctx);
+    void (*seq_fn)(void *ctx, const tt__icvs *start);
     void *ctx;
 } isolate_call;
 
@@ -415,14 +416,24 @@ static void omp_icvs_restore(const tt__icvs *v)
         rt_set_default_allocator((omp_allocator_handle_t)v->alloc);
 }
 
-static void omp_isolate(void (*fn)(void *ctx), void *ctx)
+/* The one body of omp_isolate and omp_isolate_seq (inlined into each, so
+ * that neither pays for the other's form): exactly one of fn and seq_fn is
+ * set; seq_fn gets the ICVs fn's share starts with where the isolation
+ * read them anyway (NULL where it did not: a nested region of its own), so
+ * that shares run one after the other in it (tt__share_seq) need no
+ * reading of their own. */
+static inline __attribute__((always_inline)) void
+isolate_body(void (*fn)(void *ctx), void (*seq_fn)(void *ctx, const tt__icvs *start), void *ctx)
 {
     if (omp_is_one_thread()) {
         tt__icvs saved;
         omp_icvs_save(&saved);
         if (omp_get_level() == 0) {
             /* No team: OpenMP runs every task at once. */
-            fn(ctx);
+            if (seq_fn)
+                seq_fn(ctx, &saved);
+            else
+                fn(ctx);
         } else {
             /* Inside a team of one that outlives this share (a crew
              * member's life, a participant's part of a root, an enclosing
@@ -435,7 +446,12 @@ static void omp_isolate(void (*fn)(void *ctx), void *ctx)
              * and frees the group), against 2 to 2.5 us for a nested
              * region of its own. */
 #pragma omp taskgroup
-            fn(ctx);
+            {
+                if (seq_fn)
+                    seq_fn(ctx, &saved);
+                else
+                    fn(ctx);
+            }
         }
         omp_icvs_restore(&saved);
         return;
@@ -445,16 +461,33 @@ static void omp_isolate(void (*fn)(void *ctx), void *ctx)
         omp_icvs_save(&saved);
         omp_set_num_threads(1);
         omp_set_max_active_levels(0);
-        fn(ctx);
+        if (seq_fn) {
+            tt__icvs start = saved; /* what the share starts with: confined */
+            start.nthreads = 1;
+            start.mal = 0;
+            seq_fn(ctx, &start);
+        } else {
+            fn(ctx);
+        }
         omp_icvs_restore(&saved);
         return;
     }
-    isolate_call call = {fn, ctx};
+    isolate_call call = {fn, seq_fn, ctx};
 #pragma omp parallel num_threads(1) shared(call)
     {
         omp_confine();
-        call.fn(call.ctx);
+        if (call.seq_fn)
+            call.seq_fn(call.ctx, NULL);
+        else
+            call.fn(call.ctx);
     }
+}
+
+static void omp_isolate(void (*fn)(void *ctx), void *ctx) { isolate_body(fn, NULL, ctx); }
+
+static void omp_isolate_seq(void (*fn)(void *ctx, const tt__icvs *start), void *ctx)
+{
+    isolate_body(NULL, fn, ctx);
 }
 
 /* A taskgroup ends only when every task generated in it, and every
@@ -837,6 +870,7 @@ const tt__backend tt__backend_omp = {
     .in_parallel = omp_in_parallel_any,
     .confine = omp_confine,
     .isolate = omp_isolate,
+    .isolate_seq = omp_isolate_seq,
     .complete = omp_complete,
     .icvs_save = omp_icvs_save,
     .icvs_restore = omp_icvs_restore,

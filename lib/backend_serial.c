@@ -154,6 +154,25 @@ static void serial_complete(void (*fn)(void *ctx), void *ctx) { fn(ctx); }
 static void serial_icvs_save(tt__icvs *v) { memset(v, 0, sizeof *v); }
 static void serial_icvs_restore(const tt__icvs *v) { (void)v; }
 #endif
+
+/* A share sequence in one isolation: the start ICVs are read again by the
+ * sequence (NULL), which is what the confinement above leaves in force. */
+typedef struct seq_call {
+    void (*fn)(void *ctx, const tt__icvs *start);
+    void *ctx;
+} seq_call;
+
+static void seq_trampoline(void *p)
+{
+    seq_call *c = p;
+    c->fn(c->ctx, NULL);
+}
+
+static void serial_isolate_seq(void (*fn)(void *ctx, const tt__icvs *start), void *ctx)
+{
+    seq_call c = {fn, ctx};
+    serial_isolate(seq_trampoline, &c);
+}
 static unsigned serial_max_threads(void) { return 1; }
 static unsigned serial_region(unsigned width, tt__region_fn fn, void *ctx)
 {
@@ -208,6 +227,7 @@ const tt__backend tt__backend_serial = {
     .in_parallel = serial_in_parallel,
     .confine = serial_confine,
     .isolate = serial_isolate,
+    .isolate_seq = serial_isolate_seq,
     .complete = serial_complete,
     .icvs_save = serial_icvs_save,
     .icvs_restore = serial_icvs_restore,

@@ -77,3 +77,21 @@ void tt__entry_end(tt__entry *e, bool ran)
         tt__exec_unclaim(e->x);
     }
 }
+
+/* The lean frame (tt__entry_lean): claim and consume at once, then the
+ * ledger's suspend; the end as tt__entry_end's with ran == true. The same
+ * token calls as the full frame, without the record: an inline run of a
+ * budget-1 token keeps a few words on the stack per level of recursion. */
+int tt__entry_lean_begin(tt__exec *x, unsigned *saved)
+{
+    int rc = tt__exec_enter_lean(x);
+    if (rc == TT_OK)
+        *saved = tt__exec_suspend(x);
+    return rc;
+}
+
+void tt__entry_lean_end(tt__exec *x, unsigned saved)
+{
+    tt__exec_resume(x, saved);
+    tt__exec_leave_lean(x);
+}

@@ -669,6 +669,107 @@ static void fork_body(entry *e, const task *t)
     }
 }
 
+/* The lean inline fork (tt__entry_lean): the jobs one after the other on
+ * the caller, each with a child of budget 1 that holds the token's members
+ * (what run_inline and fork_body do for one task of share 1, without the
+ * placement, the slot and the entry record, none of which such a token
+ * needs). This is the path of fine recursion below a budget of 1: its cost
+ * per call and its stack frame per level are what a straight port of
+ * recursive task code pays (docs/design/runs/2026-12-07-inline-cost.md). */
+typedef struct lean_fork {
+    tt__exec *x;
+    tt_job_fn job;
+    void *arg;
+    unsigned jobs;
+    tt_exec *child; /* fork_lean's, for every job */
+} lean_fork;
+
+/* Job i's child, minted in place: budget 1 and the token's members. A
+ * task's token is this thread's (tt__exec_check), so its owner is. */
+static inline void lean_child(tt__exec *c, const tt__exec *x)
+{
+    bool gang = x->gang && x->gang_cnt > 0;
+    tt__token_spec s = {.pool = x->pool, .pool_gen = x->pool_gen, .budget = 1,
+                        .flags = TT__F_FORK_CHILD | TT__F_IN_TASK, .ledger = x->ledger,
+                        .owner = (x->flags & TT__F_IN_TASK) ? x->owner : pthread_self(),
+                        .gang = gang ? x->gang : NULL, .gang_off = gang ? x->gang_off : 0,
+                        .gang_cnt = gang ? x->gang_cnt : 0};
+    tt__token_mint(c, &s);
+}
+
+static inline void lean_job(const tt__exec *x, tt_job_fn job, void *arg, unsigned i,
+                            tt_exec *child)
+{
+    tt__exec *c = tt__x(child);
+    lean_child(c, x);
+    tt__ledger_enter(x->ledger);
+    job(arg, i, child);
+    tt__ledger_leave(x->ledger);
+    atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+}
+
+/* The jobs as one isolated share (tt__share_run), each after the first
+ * with the ICVs the first started with (tt__share_seq, from the reading
+ * the isolation took). */
+static void lean_fork_isolated(void *ctx, const tt__icvs *start)
+{
+    const lean_fork *f = ctx;
+    tt__share_seq seq;
+    tt__share_seq_begin_from(&seq, f->x->pool, f->jobs, start);
+    for (unsigned i = 0; i < f->jobs; i++) {
+        if (i)
+            tt__share_seq_next(&seq);
+        lean_job(f->x, f->job, f->arg, i, f->child);
+    }
+}
+
+__attribute__((noinline)) static void lean_fork_run_isolated(tt__exec *x, unsigned jobs,
+                                                             tt_job_fn job, void *arg,
+                                                             tt_exec *child)
+{
+    lean_fork f = {.x = x, .job = job, .arg = arg, .jobs = jobs, .child = child};
+    tt__backend_get()->isolate_seq(lean_fork_isolated, &f);
+}
+
+/* The whole lean fork in one frame, as small as the child token it holds
+ * (tt_fork's call to it is its last, a jump: a lean fork's recursion stacks
+ * this frame, and the job's, once per level). On a pool whose shares are
+ * OpenMP-free the jobs run with nothing around them. */
+__attribute__((noinline)) static int fork_lean(tt__exec *x, unsigned jobs, tt_job_fn job,
+                                               void *arg)
+{
+    unsigned saved;
+    int rc = tt__entry_lean_begin(x, &saved);
+    if (rc)
+        return rc;
+    tt_exec child; /* one for every job: a job's child ends with the job */
+    if (tt__pool_isolates(x->pool)) {
+        lean_fork_run_isolated(x, jobs, job, arg, &child);
+    } else {
+        for (unsigned i = 0; i < jobs; i++)
+            lean_job(x, job, arg, i, &child);
+    }
+    tt__entry_lean_end(x, saved);
+    return TT_OK;
+}
+
+/* Every other fork: its frame (the entry record, the placement, the task
+ * array) stays out of tt_fork's own, which a lean fork's recursion stacks
+ * once per level. */
+__attribute__((noinline)) static int fork_entered(tt__exec *x, unsigned jobs, tt_job_fn job,
+                                                  void *arg)
+{
+    unsigned budget = x->budget;
+    unsigned ntasks = jobs < budget ? jobs : budget;
+    fork_entry f = {
+        .e = {.body = fork_body, .pool = x->pool, .pool_gen = x->pool_gen, .ledger = x->ledger},
+        .job = job, .arg = arg, .jobs = jobs, .ntasks = ntasks,
+        .child_flags = TT__F_FORK_CHILD | TT__F_IN_TASK,
+        .team = NULL,
+    };
+    return enter_and_run(x, &f.e, (run_spec){.ntasks = ntasks, .budget = budget, .need = budget});
+}
+
 int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
 {
     tt__exec *x = ex ? tt__x(ex) : NULL;
@@ -679,15 +780,9 @@ int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
         return TT_EINVAL;
     if (x->flags & TT__F_TEAM)
         return tt__team_fork(x, jobs, job, arg);
-    unsigned budget = x->budget;
-    unsigned ntasks = jobs < budget ? jobs : budget;
-    fork_entry f = {
-        .e = {.body = fork_body, .pool = x->pool, .pool_gen = x->pool_gen, .ledger = x->ledger},
-        .job = job, .arg = arg, .jobs = jobs, .ntasks = ntasks,
-        .child_flags = TT__F_FORK_CHILD | TT__F_IN_TASK,
-        .team = NULL,
-    };
-    return enter_and_run(x, &f.e, (run_spec){.ntasks = ntasks, .budget = budget, .need = budget});
+    if (tt__entry_lean(x))
+        return fork_lean(x, jobs, job, arg);
+    return fork_entered(x, jobs, job, arg);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -710,6 +805,39 @@ static void nothing_body(entry *e, const task *t)
     (void)t;
 }
 
+/* The lean inline ranges (tt__entry_lean): the one range [0, len) on the
+ * caller, as run_inline does for one task; none when len is 0. */
+typedef struct lean_range {
+    tt_range_fn body;
+    void *arg;
+    size_t len;
+    void *ledger;
+} lean_range;
+
+static void lean_range_run(void *ctx)
+{
+    const lean_range *r = ctx;
+    tt__ledger_enter(r->ledger);
+    r->body(r->arg, 0, r->len);
+    tt__ledger_leave(r->ledger);
+}
+
+static int ranges_lean(tt__exec *x, size_t len, tt_range_fn body, void *arg)
+{
+    unsigned saved;
+    int rc = tt__entry_lean_begin(x, &saved);
+    if (rc)
+        return rc;
+    if (len > 0) {
+        lean_range r = {.body = body, .arg = arg, .len = len, .ledger = x->ledger};
+        tt__share_run(x->pool, lean_range_run, &r);
+    }
+    tt__entry_lean_end(x, saved);
+    return TT_OK;
+}
+
+static int ranges_entered(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg);
+
 int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void *arg)
 {
     tt__exec *x = ex ? tt__x(ex) : NULL;
@@ -720,6 +848,14 @@ int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void 
         return TT_EINVAL;
     if (x->flags & TT__F_TEAM)
         return tt__team_for_ranges(x, len, grain, body, arg);
+    if (tt__entry_lean(x))
+        return ranges_lean(x, len, body, arg);
+    return ranges_entered(x, len, grain, body, arg);
+}
+
+__attribute__((noinline)) static int ranges_entered(tt__exec *x, size_t len, size_t grain,
+                                                    tt_range_fn body, void *arg)
+{
     unsigned ntasks = len == 0 ? 0 : tt__range_tasks(len, grain, x->budget);
     range_entry r = {
         .e = {.body = len == 0 ? nothing_body : range_body, .pool = x->pool,

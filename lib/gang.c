@@ -86,10 +86,19 @@ static unsigned word_take(tt_pool *p, unsigned n, bool prefix, bool all, uint32_
             if ((f & take) != take)
                 return 0;
         } else {
-            unsigned have = (unsigned)__builtin_popcountll(f);
+            /* The lowest min(n, free) bits, counted as they are taken: a
+             * root's path has no popcount call (without a popcnt target
+             * it is a libgcc function). */
+            uint64_t rest = f;
+            unsigned have = 0;
+            take = 0;
+            while (have < n && rest) {
+                take |= rest & -rest;
+                rest &= rest - 1;
+                have++;
+            }
             if (have < n && (all || have == 0))
                 return 0;
-            take = lowest_bits(f, have < n ? have : n);
         }
         if (atomic_compare_exchange_weak_explicit(&p->free_bits[0], &f, f & ~take,
                                                   memory_order_seq_cst, memory_order_acquire))

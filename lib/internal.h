@@ -444,6 +444,10 @@ typedef struct tt__backend {
      * few ICV writes outside every region, and one nested one-thread
      * region inside a wider one (backend_omp.c has the figures). */
     void (*isolate)(void (*fn)(void *ctx), void *ctx);
+    /* isolate, handing fn the ICVs it starts with where the isolation read
+     * them anyway (NULL where it did not), for a sequence of shares in one
+     * isolation (tt__share_seq_begin_from). */
+    void (*isolate_seq)(void (*fn)(void *ctx, const tt__icvs *start), void *ctx);
     /* Run fn(ctx) and complete every explicit task it generated (and their
      * descendants) before returning, as the end of a region would: for
      * user code whose completion the library reports before the team it
@@ -762,6 +766,20 @@ static inline void tt__share_seq_begin(tt__share_seq *q, const tt_pool *pool, si
         tt__backend_get()->icvs_save(&q->icv);
 }
 
+/* The same, from the reading the isolation took (backend isolate_seq;
+ * NULL: none, read now). */
+static inline void tt__share_seq_begin_from(tt__share_seq *q, const tt_pool *pool, size_t count,
+                                            const tt__icvs *start)
+{
+    q->on = count > 1 && tt__pool_isolates(pool);
+    if (q->on) {
+        if (start)
+            q->icv = *start;
+        else
+            tt__backend_get()->icvs_save(&q->icv);
+    }
+}
+
 static inline void tt__share_seq_next(tt__share_seq *q)
 {
     if (q->on)
@@ -935,7 +953,26 @@ typedef struct tt__token_spec {
 /* Mint a live token in place: the one way a token of any kind is made
  * (roots, reborrows, fork children in exec.c, scope and lead tokens in
  * team.c). */
-void tt__token_mint(tt__exec *x, const tt__token_spec *s);
+static inline void tt__token_mint(tt__exec *x, const tt__token_spec *s)
+{
+    /* Inline, every field stored once (nothing reads the rest of the
+     * tt_exec), then the magic that makes it live: a lean fork mints one
+     * child per job, and inline the spec folds into the stores. */
+    x->self = x;
+    x->flags = s->flags;
+    x->budget = s->budget;
+    x->pool = s->pool;
+    x->pool_gen = s->pool_gen;
+    x->gang = s->gang;
+    x->gang_off = s->gang_off;
+    x->gang_cnt = s->gang_cnt;
+    x->ledger = s->ledger;
+    x->team = s->team;
+    x->owner = s->owner;
+    x->parent = s->parent;
+    atomic_store_explicit(&x->busy, 0, memory_order_relaxed);
+    atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_release);
+}
 /* Leave x an invalid token: every entry on it returns TT_EINVAL. */
 void tt__token_mint_invalid(tt__exec *x);
 /* The state of one token (not its chain): TT_OK when a live original,
@@ -944,6 +981,20 @@ int tt__token_check_one(const tt__exec *x);
 /* What tt_broadcast on x would return now without running (TT_OK: it
  * would run): the one rule behind tt_broadcast and tt_can_broadcast. */
 int tt__token_broadcast_verdict(const tt__exec *x);
+
+/* Whether an entry on x counts itself in its pool's entries (token.c,
+ * claim and leave). A token handed to a library task (TT__F_IN_TASK, and
+ * its reborrows) is usable only on the task's thread while the task runs,
+ * and the task runs inside its parent's entry, which the pool counts until
+ * every task of it is done: that count already keeps a destroy from
+ * another thread out, and the generation check (tt__exec_check) refuses
+ * the entry after a destroy from a member. Counting it again would put one
+ * more read-modify-write of the pool's one shared line on every nested
+ * entry, from every thread of the pool at once. */
+static inline bool tt__exec_counts_pool(const tt__exec *x)
+{
+    return x->pool && !(x->flags & TT__F_IN_TASK);
+}
 
 /* Entry protocol (token.c), used by exec.c and team.c: check a token (and
  * its whole reborrow chain, bounded), claim and consume it (every refusal,
@@ -960,8 +1011,10 @@ int tt__exec_consume(tt__exec *x);
 void tt__exec_unconsume(tt__exec *x);
 void tt__exec_unclaim(tt__exec *x);
 void tt__exec_leave(tt__exec *x);
-unsigned tt__exec_suspend(const tt__exec *x);
-void tt__exec_resume(const tt__exec *x, unsigned saved);
+/* Claim and consume at once (the lean frame, entry.c): TT_OK, TT_EBUSY or
+ * TT_ECONSUMED, nothing consumed on a refusal. */
+int tt__exec_enter_lean(tt__exec *x);
+void tt__exec_leave_lean(tt__exec *x);
 
 /* Team-authority entries (team_scope.c, called by exec.c). */
 int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg);
@@ -1151,6 +1204,22 @@ typedef struct tt__entry {
     int state;
 } tt__entry;
 
+/* The lean frame, for an entry that runs inline with nothing to place:
+ * a budget-1 token without team authority that needs no slot of its pool
+ * (a serial token, or a token handed to a task: its thread is the task's
+ * member, or inside the inline hold of the run that minted it) and no
+ * count of its own (tt__exec_counts_pool). Nothing can refuse between the
+ * claim and the consume, so both come at once (begin: TT_OK, or the
+ * claim's or the consume's code, nothing consumed), and the end leaves the
+ * token. exec.c's inline forks and ranges take it; a budget-1 token that
+ * needs a slot (a root on a plain thread) takes the full frame. */
+static inline bool tt__entry_lean(const tt__exec *x)
+{
+    return x->budget == 1 && !(x->flags & TT__F_TEAM) && (!x->pool || (x->flags & TT__F_IN_TASK));
+}
+int tt__entry_lean_begin(tt__exec *x, unsigned *saved);
+void tt__entry_lean_end(tt__exec *x, unsigned saved);
+
 int tt__entry_begin(tt__entry *e, tt__exec *x);
 void tt__entry_hold(tt__entry *e, const tt__placement *pl);
 int tt__entry_commit(tt__entry *e);
@@ -1286,6 +1355,20 @@ static inline uint64_t tt__ledger_callee_begin(void *root) { (void)root; return 
 static inline void tt__ledger_callee_end(uint64_t prev) { (void)prev; }
 static inline void tt__ledger_install(tt_pool *pool) { (void)pool; }
 #endif
+
+/* A token held by a library task gives up its slot while it waits for its
+ * children, and takes it back after (token protocol; inline here, below
+ * the ledger's declarations, since every entry calls them). The ledger
+ * knows whether this thread counts for the root (a task's thread does, a
+ * plain caller of a root does not). */
+static inline unsigned tt__exec_suspend(const tt__exec *x)
+{
+    return tt__ledger_suspend(x->ledger);
+}
+static inline void tt__exec_resume(const tt__exec *x, unsigned saved)
+{
+    tt__ledger_resume(x->ledger, saved);
+}
 
 /* Allocation and thread start with failure injection (alloc.c). Tests
  * link the static library and arm tt__fault_inject. */

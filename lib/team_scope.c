@@ -954,6 +954,25 @@ static int scope_alone(tt__entry *fr, tt_scope_fn fn, void *arg)
     return atomic_load_explicit(&fail, memory_order_acquire);
 }
 
+/* The same on the lean frame (entry.c, tt__entry_lean): a budget-1 token
+ * that needs no slot and no count of its own, so no placement either. */
+static int scope_lean(tt__exec *x, tt_scope_fn fn, void *arg)
+{
+    unsigned saved;
+    int rc = tt__entry_lean_begin(x, &saved);
+    if (rc)
+        return rc;
+    tt__ctl c;
+    tt__wait_policy pol = {0};
+    tt__ctl_init(&c, x->pool, x->pool_gen, NULL, 1, NULL, &pol, x->ledger);
+    _Atomic int fail = 0;
+    c.fail = &fail;
+    tt_scope view = {.c = &c, .size = 1, .ledger = x->ledger};
+    run_scope_fn(&c, &view, fn, arg);
+    tt__entry_lean_end(x, saved);
+    return atomic_load_explicit(&fail, memory_order_acquire);
+}
+
 /* A scope's settings: the pool's, overridden by the options. */
 typedef struct scope_settings {
     uint64_t timeout;
@@ -1103,6 +1122,8 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         return TT_EINVAL;
     if (x->flags & TT__F_TEAM)
         return team_scope_carried(x, fn, arg);
+    if (tt__entry_lean(x))
+        return scope_lean(x, fn, arg);
     /* Claim first (a parent whose child is inside an entry is busy, whatever
      * members are free; and a destroy from another thread is refused from
      * here on), consume only once the members are there. */

@@ -51,24 +51,7 @@ static void lead_end(tt__exec *x)
 /* Minting                                                                   */
 /* ------------------------------------------------------------------------ */
 
-void tt__token_mint(tt__exec *x, const tt__token_spec *s)
-{
-    memset(x, 0, sizeof(tt_exec));
-    x->self = x;
-    x->flags = s->flags;
-    x->budget = s->budget;
-    x->pool = s->pool;
-    x->pool_gen = s->pool_gen;
-    x->gang = s->gang;
-    x->gang_off = s->gang_off;
-    x->gang_cnt = s->gang_cnt;
-    x->ledger = s->ledger;
-    x->team = s->team;
-    x->owner = s->owner;
-    x->parent = s->parent;
-    atomic_store_explicit(&x->busy, 0, memory_order_relaxed);
-    atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_release);
-}
+/* tt__token_mint is inline (internal.h): a lean fork mints a child per job. */
 
 void tt__token_mint_invalid(tt__exec *x)
 {
@@ -288,10 +271,11 @@ static void release_ancestors(tt__exec *x, const tt__exec *stop)
  * reborrowed descendant is inside an entry (its count sits in busy), or an
  * ancestor is lent to another descendant; TT_EDESTROYED: the pool is gone.
  * The ancestors count this entry, so that their own entries see it, and the
- * pool counts it as an entry: from the claim on, a destroy from another
- * thread is refused (TT_EBUSY) instead of tearing the pool down under the
- * entry, so an entry touches the pool (its crews, slots, lock) only after
- * its claim. */
+ * pool counts it as an entry (or already counts the entry of the task a
+ * task's token was handed to: tt__exec_counts_pool): from the claim on, a
+ * destroy from another thread is refused (TT_EBUSY) instead of tearing the
+ * pool down under the entry, so an entry touches the pool (its crews,
+ * slots, lock) only after its claim. */
 int tt__exec_claim(tt__exec *x)
 {
     if (team_busy(x))
@@ -314,7 +298,7 @@ int tt__exec_claim(tt__exec *x)
             return TT_EBUSY;
         }
     }
-    if (x->pool) {
+    if (tt__exec_counts_pool(x)) {
         int rc = tt__pool_entry_begin(x->pool, x->pool_gen);
         if (rc) {
             release_ancestors(x, NULL);
@@ -325,12 +309,76 @@ int tt__exec_claim(tt__exec *x)
     return TT_OK;
 }
 
+/* The claim and the consume of the lean frame (entry.c): nothing can
+ * refuse in between, so both come here, in one call. A token without team
+ * authority that needs no count of its pool (tt__entry_lean). */
+int tt__exec_enter_lean(tt__exec *x)
+{
+    TT__ASSERT(!(x->flags & TT__F_TEAM) && !tt__exec_counts_pool(x));
+    if (x->flags & TT__F_IN_TASK) {
+        /* A token handed to a task, and its reborrows (which copy its
+         * flags and owner): tt__exec_check refused every other thread
+         * (TT_EWRONGTHREAD), so the words of the whole chain are this
+         * thread's alone, and plain reads and writes decide what the
+         * compare-and-swaps below decide for tokens other threads may
+         * race into. */
+        if (atomic_load_explicit(&x->busy, memory_order_relaxed) != 0)
+            return TT_EBUSY;
+        for (tt__exec *p = x->parent; p; p = p->parent)
+            if (atomic_load_explicit(&p->busy, memory_order_relaxed) != 0)
+                return TT_EBUSY;
+        if (atomic_load_explicit(&x->magic, memory_order_relaxed) != TT__MAGIC_LIVE)
+            return TT_ECONSUMED;
+        for (tt__exec *p = x->parent; p; p = p->parent)
+            atomic_store_explicit(&p->busy, 1, memory_order_relaxed);
+        atomic_store_explicit(&x->busy, TT__BUSY_ENTRY, memory_order_relaxed);
+        atomic_store_explicit(&x->magic, TT__MAGIC_CONSUMED, memory_order_relaxed);
+        return TT_OK;
+    }
+    uint32_t zero = 0;
+    if (!atomic_compare_exchange_strong_explicit(&x->busy, &zero, TT__BUSY_ENTRY,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return TT_EBUSY;
+    for (tt__exec *p = x->parent; p; p = p->parent) {
+        uint32_t z = 0;
+        if (!atomic_compare_exchange_strong_explicit(&p->busy, &z, 1, memory_order_acq_rel,
+                                                     memory_order_acquire)) {
+            release_ancestors(x, p);
+            atomic_store_explicit(&x->busy, 0, memory_order_release);
+            return TT_EBUSY;
+        }
+    }
+    int rc = tt__exec_consume(x);
+    if (rc)
+        tt__exec_unclaim(x);
+    return rc;
+}
+
+/* The lean frame's leave: tt__exec_leave, with plain writes on a token
+ * handed to a task (as in tt__exec_enter_lean; such a chain holds no lead
+ * token, whose flags no task token copies, so no role ends here). */
+void tt__exec_leave_lean(tt__exec *x)
+{
+    if (!(x->flags & TT__F_IN_TASK)) {
+        tt__exec_leave(x);
+        return;
+    }
+    TT__INVARIANT(atomic_load_explicit(&x->busy, memory_order_relaxed) == TT__BUSY_ENTRY,
+                  "token: left an entry that was not claimed");
+    for (tt__exec *p = x->parent; p; p = p->parent) {
+        TT__INVARIANT(atomic_load_explicit(&p->busy, memory_order_relaxed) == 1,
+                      "token: an ancestor given back that was not lent to an entry");
+        atomic_store_explicit(&p->busy, 0, memory_order_relaxed);
+    }
+    atomic_store_explicit(&x->busy, 0, memory_order_relaxed);
+}
+
 /* Undo a claim: the entry was refused after it, and nothing was consumed. */
 void tt__exec_unclaim(tt__exec *x)
 {
     TT__INVARIANT(atomic_load_explicit(&x->busy, memory_order_relaxed) & TT__BUSY_ENTRY,
                   "token: an entry undone that was not claimed");
-    if (x->pool)
+    if (tt__exec_counts_pool(x))
         tt__pool_entry_end(x->pool);
     release_ancestors(x, NULL);
     atomic_store_explicit(&x->busy, 0, memory_order_release);
@@ -370,23 +418,10 @@ void tt__exec_leave(tt__exec *x)
     atomic_store_explicit(&x->busy, 0, memory_order_release);
     /* A token minted by tt_team_lead ends the leader role when consumed. */
     lead_end(x);
-    if (x->pool)
+    if (tt__exec_counts_pool(x))
         tt__pool_entry_end(x->pool);
 }
 
-/* A token held by a library task gives up its slot while it waits for its
- * children, and takes it back after. */
-unsigned tt__exec_suspend(const tt__exec *x)
-{
-    /* The ledger knows whether this thread counts for the root (a task's
-     * thread does, a plain caller of a root does not). */
-    return tt__ledger_suspend(x->ledger);
-}
-
-void tt__exec_resume(const tt__exec *x, unsigned saved)
-{
-    tt__ledger_resume(x->ledger, saved);
-}
 
 /* ------------------------------------------------------------------------ */
 /* Inspecting and deriving                                                   */

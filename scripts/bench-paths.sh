@@ -14,7 +14,9 @@
 #                   every size
 #     scope         <= 1.10x `omp parallel` with the same split: a token per
 #                   call and a team scope whose one section splits an axpy
-#                   over 10^3, 10^5, 10^6 doubles by rank (at the pool's full
+#                   over 10^3, 10^5, 10^6 doubles by rank; at 10^3 <= 1.35x
+#                   (the handoffs a held region needs; the agreed change of
+#                   the specification), 2.0x under passive (at the pool's full
 #                   width the scope's participants are its region's team, not
 #                   isolated: no -free twin)
 #     coexist       <= 1.10x (the application's regions with an idle pool alive)
@@ -31,6 +33,7 @@
 #                   holds for OpenMP-free pools and the isolated cost is
 #                   reported beside it. A miss of S-free is a MISS.
 #   under --load or --wait-policy passive: every row, median and p90, <= 1.5x
+#   (the scope at 10^3 doubles under passive: <= 2.0x)
 #
 # Usage: scripts/bench-paths.sh [options] [BENCH_BIN] [ROUNDS] [CSV]
 #   --load K,P          (shown as K:P+omp) K processes busy P % of every 10 ms, and one co-tenant
@@ -182,7 +185,8 @@ done
 miss=0
 # target_of SCENARIO PARAM: the quiet target of a row (S-free: S's).
 target_of() {
-    case "${1%-free} $2" in alternate*) echo 1.15 ;; "other-thread first"*) echo 2.0 ;; *) echo 1.10 ;; esac
+    case "${1%-free} $2" in alternate*) echo 1.15 ;; "other-thread first"*) echo 2.0 ;;
+    "scope n=1000") echo 1.35 ;; *) echo 1.10 ;; esac
 }
 # free_meets SCENARIO PARAM: whether SCENARIO-free was measured for PARAM and
 # its ratio of medians meets the target.
@@ -242,6 +246,9 @@ for key in "ranges n=1000" "ranges n=100000" "ranges n=1000000" \
         if [ "$verdict" = MISS ] && free_meets "$1" "$2"; then target=report; verdict=INFO; fi
     else
         target=1.5
+        # The agreed specification change (issue 40, item 6): the held
+        # region's handoffs on 10^3 doubles under passive waits.
+        if [ "$policy" = passive ] && [ "$loadname" = none ] && [ "$1 $2" = "scope n=1000" ]; then target=2.0; fi
         verdict=$(awk -v r="$ratio" -v q="$r90" -v g="$target" 'BEGIN {print (r <= g && q <= g) ? "PASS" : "MISS"}')
     fi
     test "$verdict" = MISS && miss=$((miss + 1))

@@ -159,6 +159,13 @@ md=$top/docs/design/waiting-results.md
     awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) C[$i] = i; next }
         $(C["stage"]) == "paths" || $(C["stage"]) == "reduce" { printf "| %s %s | %s | %s | %s | <= %s | %s |\n", $(C["scenario"]), $(C["param"]), $(C["ref_us"]), $(C["median_us"]), $(C["ratio"]), $(C["target"]), $(C["verdict"]) }' "$csv"
     echo
+    echo "## The task-suite kernels against their OpenMP-task twins"
+    echo
+    echo "| kernel (load) | OpenMP (us; inline: ns) | threadteam | ratio | target | verdict |"
+    echo "| --- | ---: | ---: | ---: | ---: | --- |"
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) C[$i] = i; next }
+        $(C["stage"]) == "tasks" { printf "| %s %s (%s) | %s | %s | %s | %s | %s |\n", $(C["scenario"]), $(C["param"]), $(C["added_load"]), $(C["ref_us"]), $(C["median_us"]), $(C["ratio"]), $(C["target"]), $(C["verdict"]) }' "$csv"
+    echo
     echo "## The CG application (examples/cg.c) against its all-OpenMP twin"
     echo
     echo "| phase | all OpenMP (ms per solve) | threadteam + OpenMP (ms) | ratio |"

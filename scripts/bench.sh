@@ -12,6 +12,10 @@
 #   reduce scripts/bench-reduce.sh: tt_reduce_sum_d (isolated and
 #          OpenMP-free pools) against `omp parallel for reduction(+:s)` at
 #          10^3..10^7 doubles, with its target (<= 1.10, OpenMP-free)
+#   tasks  scripts/bench-tasks.sh: the task-suite kernels (fib, nqueens,
+#          mergesort, a two-level loop, an irregular loop, the inline
+#          entry) against their OpenMP-task twins, quiet, passive and
+#          loaded, with their targets
 #   cg     scripts/bench-cg.sh: examples/cg, threadteam kernels in an OpenMP
 #          code against its all-OpenMP twin (no target: information)
 # The short pass keeps to a time budget (see BENCH_BUDGET_S below), so that a
@@ -41,7 +45,8 @@
 # usage: scripts/bench.sh [--short|--full|--quick] [--label L] [--widths LIST] [--load K:P]
 #                         [--rounds N] [--reps N] [--paths-rounds N] [--scenarios LIST]
 #                         [--out CSV] [--results CSV] [--bindir DIR] [--no-over]
-#                         [--no-ranges] [--no-paths] [--no-reduce] [--no-cg] [--keep-raw FILE]
+#                         [--no-ranges] [--no-paths] [--no-reduce] [--no-tasks] [--no-cg]
+#                         [--keep-raw FILE]
 #                         [-- DRIVER ARGS]
 #        scripts/bench.sh --table CSV [--label L]     the table of summary rows
 #        scripts/bench.sh --targets CSV [--label L]   the targets, PASS / MISS
@@ -65,8 +70,9 @@
 #   --bindir DIR   where the programs are (default: $BENCH_BINDIR, then bench/
 #                  and omp/ of $BUILD_DIR (set by make), of ./build, of the
 #                  current directory and of the source tree)
-#   --no-ranges, --no-paths, --no-reduce, --no-cg   skip bench_ranges, the
-#                  paths, the reproducible sum, the CG stage
+#   --no-ranges, --no-paths, --no-reduce, --no-tasks, --no-cg   skip
+#                  bench_ranges, the paths, the reproducible sum, the task
+#                  kernels, the CG stage
 # Environment: BENCH_FULL=1 (as --full), BUILD_DIR, BENCH_BINDIR, BENCH_HOST,
 #   BENCH_OUT_DIR (OUTDIR), BENCH_BUDGET_S (short pass: the wait benchmarks
 #   start no round after this many seconds, once 3 rounds ran; default 150,
@@ -75,7 +81,7 @@
 #   -- ARGS        passed to every wait driver (e.g. -- --work 20 --gaps 1000)
 #
 # Results CSV columns: label,date,host,cpus,stage (ranges, waits, paths,
-# reduce, cg),
+# reduce, tasks, cg),
 # system,scenario,param,metric,width,added_load (--load, or none),median_us,
 # p10_us,p90_us,overhead_us (per section / per split),ref_system,ref_us,ratio
 # (threadteam / ref),target,verdict (PASS / MISS; rows of metric `target`
@@ -312,6 +318,7 @@ ranges=1
 cgbench=1
 paths_on=1
 reduce_on=1
+tasks_on=1
 prounds_opt=
 out_results=
 keep_raw=
@@ -327,6 +334,7 @@ while [ $# -gt 0 ]; do
     --results) out_results=$2; shift ;;
     --no-paths) paths_on=0 ;;
     --no-reduce) reduce_on=0 ;;
+    --no-tasks) tasks_on=0 ;;
     --label) label=$2; shift ;;
     --widths) widths=$2; shift ;;
     --load) load=$2; shift ;;
@@ -372,9 +380,9 @@ cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
 wbudget=0
 [ "$pass" = short ] && [ -z "$rounds" ] && wbudget=${BENCH_BUDGET_S:-150}
 case $pass in
-short) rounds=${rounds:-10}; reps=${reps:-15}; rr="--rounds 3 --reps 9"; prounds=7; cgr="--rounds 4 --reps 5"; rrounds=6 ;;
-full) rounds=${rounds:-20}; reps=${reps:-25}; rr="--rounds 5 --reps 21"; prounds=15; cgr="--rounds 10 --reps 7"; rrounds=12 ;;
-quick) rounds=${rounds:-1}; reps=${reps:-3}; rr="--rounds 1 --reps 3"; prounds=1; cgr="--rounds 2 --reps 1"; rrounds=1 ;;
+short) rounds=${rounds:-10}; reps=${reps:-15}; rr="--rounds 3 --reps 9"; prounds=7; cgr="--rounds 4 --reps 5"; rrounds=6; trounds=3 ;;
+full) rounds=${rounds:-20}; reps=${reps:-25}; rr="--rounds 5 --reps 21"; prounds=15; cgr="--rounds 10 --reps 7"; rrounds=12; trounds=7 ;;
+quick) rounds=${rounds:-1}; reps=${reps:-3}; rr="--rounds 1 --reps 3"; prounds=1; cgr="--rounds 2 --reps 1"; rrounds=1; trounds=1 ;;
 esac
 [ -n "$prounds_opt" ] && prounds=$prounds_opt
 
@@ -551,6 +559,8 @@ PATHS=
 if [ "$load" = none ] && [ "$paths_on" = 1 ]; then PATHS=$(find_prog bench_paths 2>/dev/null) || PATHS=; fi
 REDUCE=
 if [ "$load" = none ] && [ "$reduce_on" = 1 ]; then REDUCE=$(find_prog bench_reduce 2>/dev/null) || REDUCE=; fi
+TASKS=
+if [ "$load" = none ] && [ "$tasks_on" = 1 ]; then TASKS=$(find_prog bench_tasks 2>/dev/null) || TASKS=; fi
 CG=
 if [ "$cgbench" = 1 ] && [ "$load" = none ]; then
     for d in ${bd:+"$bd/examples"} "$top/build/examples" "$PWD/examples"; do
@@ -561,6 +571,7 @@ fi
 add_stage waits
 [ -n "$PATHS" ] && add_stage paths
 [ -n "$REDUCE" ] && add_stage reduce
+[ -n "$TASKS" ] && add_stage tasks
 [ -n "$CG" ] && add_stage cg
 # (defaults: seconds per round on a quiet 2-CPU VM, bench_ranges included in
 # the waits rounds)
@@ -580,9 +591,11 @@ fi
 e_paths=$(est paths "$prounds" 6)
 e_cg=$(est cg "$(echo "$cgr" | awk '{ print $2 }')" 3)
 e_reduce=$(est reduce "$rrounds" 2)
+e_tasks=$(est tasks "$trounds" 40)
 total=$e_waits
 [ -n "$PATHS" ] && total=$((total + e_paths))
 [ -n "$REDUCE" ] && total=$((total + e_reduce))
+[ -n "$TASKS" ] && total=$((total + e_tasks))
 [ -n "$CG" ] && total=$((total + e_cg))
 src="estimates for two quiet CPUs"
 grep -q "^$pass-" "$timings" 2>/dev/null && src="from the last run on this machine"
@@ -628,6 +641,12 @@ if [ -n "$REDUCE" ]; then
     run_stage reduce "$e_reduce" "$rrounds" sh "$here/bench-reduce.sh" --prog "$REDUCE" --rounds "$rrounds" \
         --label "$label" --csv "$tmp/reduce.csv"
 fi
+if [ -n "$TASKS" ]; then
+    # The task-suite kernels (bench/bench_tasks.c) against their OpenMP-task
+    # twins: quiet, OMP_WAIT_POLICY=passive and loaded passes.
+    run_stage tasks "$e_tasks" "$trounds" sh "$here/bench-tasks.sh" --prog "$TASKS" --rounds "$trounds" \
+        --label "$label" --csv "$tmp/tasks.csv"
+fi
 if [ -n "$CG" ]; then
     # The CG application (examples/cg): threadteam kernels inside an OpenMP
     # code against its all-OpenMP twin.
@@ -670,6 +689,13 @@ RHEADER="label,date,host,cpus,stage,system,scenario,param,metric,width,added_loa
         NR == 1 { for (i = 1; i <= NF; i++) C[$i] = i; next }
         function g(n) { return (n in C) ? $(C[n]) : "" }
         { print g("label"), d, g("host"), c, "reduce", "threadteam", g("scenario"), g("param"), "call", g("width"), "none", g("tt_us"), "", g("tt_p90"), "", "openmp", g("omp_us"), g("ratio"), g("target"), g("verdict"), O["reduce"], LA["reduce"] }' "$tmp/reduce.csv"
+    # The task kernels (scripts/bench-tasks.sh's CSV; load and policy per pass).
+    [ -s "$tmp/tasks.csv" ] && awk -F, -v OFS=, -v d="$date" -v c="$cpus" -v loads="$LOADS" '
+        BEGIN { while ((getline x < loads) > 0) { split(x, f, " "); O[f[1]] = f[2]; LA[f[1]] = f[3] } }
+        NR == 1 { for (i = 1; i <= NF; i++) C[$i] = i; next }
+        function g(n) { return (n in C) ? $(C[n]) : "" }
+        { sc = g("scenario"); if (g("policy") != "" && g("policy") != "default") sc = sc "-" g("policy")
+          print g("label"), d, g("host"), c, "tasks", "threadteam", sc, g("param"), "call", g("width"), g("load"), g("tt_us"), "", g("tt_p90"), "", "openmp", g("omp_us"), g("ratio"), g("target"), g("verdict"), O["tasks"], LA["tasks"] }' "$tmp/tasks.csv"
     # The CG application, per phase (ms -> us).
     [ -s "$tmp/cg.csv" ] && awk -F, -v OFS=, -v dt="$date" -v loads="$LOADS" '
         BEGIN { while ((getline x < loads) > 0) { split(x, f, " "); O[f[1]] = f[2]; LA[f[1]] = f[3] } }
