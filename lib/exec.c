@@ -762,6 +762,55 @@ int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void 
 }
 
 /* ------------------------------------------------------------------------ */
+/* tt_for_ranges_dynamic                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct chunk_entry {
+    entry e;
+    tt__chunks k;
+} chunk_entry;
+
+/* A task takes chunks until none is left; each chunk is a share of its
+ * own to OpenMP (what one sets ends with it), as a fork's jobs are. */
+static void chunk_body(entry *e, const task *t)
+{
+    (void)t;
+    chunk_entry *c = (chunk_entry *)e;
+    tt__share_seq seq;
+    tt__share_seq_begin(&seq, e->pool, 2);
+    size_t begin, end;
+    for (bool first = true; tt__chunks_take(&c->k, &begin, &end); first = false) {
+        if (!first)
+            tt__share_seq_next(&seq);
+        tt__ledger_enter(e->ledger);
+        c->k.body(c->k.arg, begin, end);
+        tt__ledger_leave(e->ledger);
+    }
+}
+
+int tt_for_ranges_dynamic(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void *arg)
+{
+    tt__exec *x = ex ? tt__x(ex) : NULL;
+    int rc = tt__exec_check(x);
+    if (rc)
+        return rc;
+    if (!body || grain == 0)
+        return TT_EINVAL;
+    chunk_entry c = {
+        .e = {.body = len == 0 ? nothing_body : chunk_body, .pool = x->pool,
+              .pool_gen = x->pool_gen, .ledger = x->ledger},
+    };
+    tt__chunks_init(&c.k, len, grain, body, arg);
+    if (x->flags & TT__F_TEAM) {
+        if (len == 0)
+            return tt__team_for_ranges(x, 0, grain, body, arg); /* consumes, runs nothing */
+        return tt__team_for_chunks(x, &c.k);
+    }
+    unsigned ntasks = tt__chunks_tasks(&c.k, x->budget);
+    return enter_and_run(x, &c.e, (run_spec){.ntasks = ntasks, .budget = ntasks, .need = ntasks});
+}
+
+/* ------------------------------------------------------------------------ */
 /* tt_broadcast                                                              */
 /* ------------------------------------------------------------------------ */
 
