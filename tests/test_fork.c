@@ -652,7 +652,7 @@ typedef struct handout {
     _Atomic int done[4];
 } handout;
 
-static void handout_job(void *arg, unsigned i, tt_exec *child)
+static TT_TEST_UNUSED void handout_job(void *arg, unsigned i, tt_exec *child)
 {
     handout *h = arg;
     (void)child;

@@ -416,7 +416,7 @@ typedef struct irregular {
     _Atomic int calls;
 } irregular;
 
-static void irregular_body(void *arg, size_t b, size_t e)
+static TT_TEST_UNUSED void irregular_body(void *arg, size_t b, size_t e)
 {
     irregular *g = arg;
     atomic_fetch_add(&g->calls, 1);
