@@ -654,45 +654,39 @@ typedef struct fork_entry {
     _Atomic unsigned next;
 } fork_entry;
 
-static void fork_run_job(fork_entry *f, const task *t, unsigned i)
-{
-    tt_exec child;
-    tt__exec *c = tt__x(&child);
-    child_of(c, &f->e, t, f->child_flags, f->team);
-    c->fork_fail = &f->fail;
-    tt__ledger_enter(f->e.ledger);
-    f->job(f->arg, i, &child);
-    tt__ledger_leave(f->e.ledger);
-    atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
-}
-
 static bool fork_failed(fork_entry *f)
 {
     return atomic_load_explicit(&f->fail, memory_order_acquire) != 0;
 }
 
+/* Task t's jobs: job t when there are no more jobs than tasks; all of them
+ * in order when it is the one task (an inline run); otherwise the next job
+ * not yet taken, each time the task is free. A failed fork starts no more
+ * jobs (a job taken after the failure is dropped). One loop, so that the
+ * job's frame is built in one place. */
 static void fork_body(entry *e, const task *t)
 {
     fork_entry *f = (fork_entry *)e;
-    if (f->jobs <= f->ntasks) {
-        /* One job per task: task t runs job t. */
-        if (!fork_failed(f))
-            fork_run_job(f, t, t->index);
-        return;
-    }
+    bool one = f->jobs <= f->ntasks, alone = f->ntasks == 1;
+    unsigned i = one ? t->index
+                 : alone ? 0u
+                         : atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
     tt__share_seq seq;
-    tt__share_seq_begin(&seq, e->pool, 2);
-    for (bool first = true;; first = false) {
-        /* A failed fork starts no more jobs; the check comes before the
-         * job is taken, so a job taken is a job run. */
-        if (fork_failed(f))
-            return;
-        unsigned i = atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
-        if (i >= f->jobs)
-            return;
+    tt__share_seq_begin(&seq, e->pool, one ? 1 : 2);
+    for (bool first = true; i < f->jobs && !fork_failed(f); first = false) {
         if (!first)
             tt__share_seq_next(&seq);
-        fork_run_job(f, t, i);
+        tt_exec child;
+        tt__exec *c = tt__x(&child);
+        child_of(c, e, t, f->child_flags, f->team);
+        c->fork_fail = &f->fail;
+        tt__ledger_enter(e->ledger);
+        f->job(f->arg, i, &child);
+        tt__ledger_leave(e->ledger);
+        atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+        if (one)
+            break;
+        i = alone ? i + 1 : atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
     }
 }
 
