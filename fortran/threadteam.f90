@@ -207,6 +207,16 @@ module threadteam
       type(c_ptr), value :: arg
       integer(c_int) :: rc
     end function tt_for_ranges
+    !> Chunks of grain indices handed out first come, first served (as
+    !> schedule(dynamic, grain)); body: c_funloc of a tt_range_fn.
+    function tt_for_ranges_dynamic(ex, len, grain, body, arg) bind(c, name='tt_for_ranges_dynamic') result(rc)
+      import :: c_int, c_ptr, c_funptr, c_size_t, tt_exec
+      type(tt_exec), intent(inout) :: ex
+      integer(c_size_t), value :: len, grain
+      type(c_funptr), value :: body
+      type(c_ptr), value :: arg
+      integer(c_int) :: rc
+    end function tt_for_ranges_dynamic
     !> fn: c_funloc of a tt_external_fn.
     function tt_external(ex, fn, arg) bind(c, name='tt_external') result(rc)
       import :: c_int, c_ptr, c_funptr, tt_exec
@@ -256,10 +266,28 @@ module threadteam
       type(c_ptr), value :: section
       integer(c_int) :: n
     end function tt_section_size
-    subroutine tt_section_barrier(section) bind(c, name='tt_section_barrier')
-      import :: c_ptr
+    !> TT_OK once every participant arrived, or the scope's failure code
+    !> (the barrier then waits for nobody: leave the section).
+    function tt_section_barrier(section) bind(c, name='tt_section_barrier') result(rc)
+      import :: c_int, c_ptr
       type(c_ptr), value :: section
-    end subroutine tt_section_barrier
+      integer(c_int) :: rc
+    end function tt_section_barrier
+    !> Fail the scope from a section (the first code wins).
+    function tt_section_fail(section, code) bind(c, name='tt_section_fail') result(rc)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: section
+      integer(c_int), value :: code
+      integer(c_int) :: rc
+    end function tt_section_fail
+    !> End the fork that handed `child` to this job with `code` (a tt_fork
+    !> job's `child` pointer, as the job received it).
+    function tt_fork_fail(child, code) bind(c, name='tt_fork_fail') result(rc)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: child
+      integer(c_int), value :: code
+      integer(c_int) :: rc
+    end function tt_fork_fail
   end interface
 
 contains

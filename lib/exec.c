@@ -647,25 +647,47 @@ typedef struct fork_entry {
     unsigned jobs, ntasks;
     uint32_t child_flags;
     void *team;
+    /* The fork's failure word (tt_fork_fail through a child token): 0, or
+     * the first code. Read before each job starts. */
+    _Atomic int fail;
+    /* With more jobs than tasks: the next job not yet handed out (task t
+     * starts with job t). Each task takes the next one when it is free, so
+     * a task stuck in a long job leaves the rest to the others (as
+     * schedule(dynamic, 1)). */
+    _Atomic unsigned next;
 } fork_entry;
 
+static bool fork_failed(fork_entry *f)
+{
+    return atomic_load_explicit(&f->fail, memory_order_acquire) != 0;
+}
+
+/* Task t's jobs: task t starts with job t (the caller's task with job 0,
+ * as it runs the first share itself), then, with more jobs than tasks,
+ * takes the lowest job not yet taken each time it is free (the one task
+ * of an inline run takes them in order, without the counter). A failed
+ * fork starts no more jobs (a job taken after the failure is dropped).
+ * One loop, so that the job's frame is built in one place. */
 static void fork_body(entry *e, const task *t)
 {
     fork_entry *f = (fork_entry *)e;
-    size_t first, n;
-    tt__block(f->jobs, f->ntasks, t->index, &first, &n);
+    bool one = f->jobs <= f->ntasks, alone = f->ntasks == 1;
     tt__share_seq seq;
-    tt__share_seq_begin(&seq, e->pool, n);
-    for (size_t i = first; i < first + n; i++) {
-        if (i != first)
+    tt__share_seq_begin(&seq, e->pool, one ? 1 : 2);
+    for (unsigned i = t->index, first = 1; i < f->jobs && !fork_failed(f); first = 0) {
+        if (!first)
             tt__share_seq_next(&seq);
         tt_exec child;
         tt__exec *c = tt__x(&child);
         child_of(c, e, t, f->child_flags, f->team);
+        c->fork_fail = &f->fail;
         tt__ledger_enter(e->ledger);
-        f->job(f->arg, (unsigned)i, &child);
+        f->job(f->arg, i, &child);
         tt__ledger_leave(e->ledger);
         atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+        if (one)
+            break;
+        i = alone ? i + 1 : atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
     }
 }
 
@@ -681,27 +703,35 @@ typedef struct lean_fork {
     tt_job_fn job;
     void *arg;
     unsigned jobs;
-    tt_exec *child; /* fork_lean's, for every job */
+    tt_exec *child;    /* fork_lean's, for every job */
+    _Atomic int *fail; /* fork_lean's failure word (tt_fork_fail) */
 } lean_fork;
 
 /* Job i's child, minted in place: budget 1 and the token's members. A
  * task's token is this thread's (tt__exec_check), so its owner is. */
-static inline void lean_child(tt__exec *c, const tt__exec *x)
+static inline void lean_child(tt__exec *c, const tt__exec *x, _Atomic int *fail)
 {
     bool gang = x->gang && x->gang_cnt > 0;
     tt__token_spec s = {.pool = x->pool, .pool_gen = x->pool_gen, .budget = 1,
                         .flags = TT__F_FORK_CHILD | TT__F_IN_TASK, .ledger = x->ledger,
                         .owner = (x->flags & TT__F_IN_TASK) ? x->owner : pthread_self(),
                         .gang = gang ? x->gang : NULL, .gang_off = gang ? x->gang_off : 0,
-                        .gang_cnt = gang ? x->gang_cnt : 0};
+                        .gang_cnt = gang ? x->gang_cnt : 0, .fork_fail = fail};
     tt__token_mint(c, &s);
 }
 
+/* Whether a lean fork failed: its jobs and their children run on this
+ * thread only (tt_fork_fail checks the child's owner), so a plain load. */
+static inline bool lean_failed(_Atomic int *fail)
+{
+    return atomic_load_explicit(fail, memory_order_relaxed) != 0;
+}
+
 static inline void lean_job(const tt__exec *x, tt_job_fn job, void *arg, unsigned i,
-                            tt_exec *child)
+                            tt_exec *child, _Atomic int *fail)
 {
     tt__exec *c = tt__x(child);
-    lean_child(c, x);
+    lean_child(c, x, fail);
     tt__ledger_enter(x->ledger);
     job(arg, i, child);
     tt__ledger_leave(x->ledger);
@@ -716,18 +746,18 @@ static void lean_fork_isolated(void *ctx, const tt__icvs *start)
     const lean_fork *f = ctx;
     tt__share_seq seq;
     tt__share_seq_begin_from(&seq, f->x->pool, f->jobs, start);
-    for (unsigned i = 0; i < f->jobs; i++) {
+    for (unsigned i = 0; i < f->jobs && !lean_failed(f->fail); i++) {
         if (i)
             tt__share_seq_next(&seq);
-        lean_job(f->x, f->job, f->arg, i, f->child);
+        lean_job(f->x, f->job, f->arg, i, f->child, f->fail);
     }
 }
 
 __attribute__((noinline)) static void lean_fork_run_isolated(tt__exec *x, unsigned jobs,
                                                              tt_job_fn job, void *arg,
-                                                             tt_exec *child)
+                                                             tt_exec *child, _Atomic int *fail)
 {
-    lean_fork f = {.x = x, .job = job, .arg = arg, .jobs = jobs, .child = child};
+    lean_fork f = {.x = x, .job = job, .arg = arg, .jobs = jobs, .child = child, .fail = fail};
     tt__backend_get()->isolate_seq(lean_fork_isolated, &f);
 }
 
@@ -743,14 +773,15 @@ __attribute__((noinline)) static int fork_lean(tt__exec *x, unsigned jobs, tt_jo
     if (rc)
         return rc;
     tt_exec child; /* one for every job: a job's child ends with the job */
+    _Atomic int fail = 0;
     if (tt__pool_isolates(x->pool)) {
-        lean_fork_run_isolated(x, jobs, job, arg, &child);
+        lean_fork_run_isolated(x, jobs, job, arg, &child, &fail);
     } else {
-        for (unsigned i = 0; i < jobs; i++)
-            lean_job(x, job, arg, i, &child);
+        for (unsigned i = 0; i < jobs && !lean_failed(&fail); i++)
+            lean_job(x, job, arg, i, &child, &fail);
     }
     tt__entry_lean_end(x, saved);
-    return TT_OK;
+    return atomic_load_explicit(&fail, memory_order_relaxed);
 }
 
 /* Every other fork: its frame (the entry record, the placement, the task
@@ -767,7 +798,12 @@ __attribute__((noinline)) static int fork_entered(tt__exec *x, unsigned jobs, tt
         .child_flags = TT__F_FORK_CHILD | TT__F_IN_TASK,
         .team = NULL,
     };
-    return enter_and_run(x, &f.e, (run_spec){.ntasks = ntasks, .budget = budget, .need = budget});
+    atomic_init(&f.fail, 0);
+    atomic_init(&f.next, ntasks); /* jobs 0..ntasks-1 are the tasks' first */
+    int rc = enter_and_run(x, &f.e, (run_spec){.ntasks = ntasks, .budget = budget, .need = budget});
+    if (rc == TT_OK)
+        rc = atomic_load_explicit(&f.fail, memory_order_acquire);
+    return rc;
 }
 
 int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
@@ -863,6 +899,56 @@ __attribute__((noinline)) static int ranges_entered(tt__exec *x, size_t len, siz
         .body = body, .arg = arg, .len = len, .ntasks = ntasks,
     };
     return enter_and_run(x, &r.e, (run_spec){.ntasks = ntasks, .budget = ntasks, .need = ntasks});
+}
+
+/* ------------------------------------------------------------------------ */
+/* tt_for_ranges_dynamic                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct chunk_entry {
+    entry e;
+    tt__chunks k;
+} chunk_entry;
+
+/* A task takes chunks until none is left; each chunk is a share of its
+ * own to OpenMP (what one sets ends with it), as a fork's jobs are. */
+static void chunk_body(entry *e, const task *t)
+{
+    chunk_entry *c = (chunk_entry *)e;
+    tt__share_seq seq;
+    tt__share_seq_begin(&seq, e->pool, 2);
+    size_t begin, end;
+    for (bool first = true; tt__chunks_take(&c->k, first, t->index, &begin, &end);
+         first = false) {
+        if (!first)
+            tt__share_seq_next(&seq);
+        tt__ledger_enter(e->ledger);
+        c->k.body(c->k.arg, begin, end);
+        tt__ledger_leave(e->ledger);
+    }
+}
+
+int tt_for_ranges_dynamic(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void *arg)
+{
+    tt__exec *x = ex ? tt__x(ex) : NULL;
+    int rc = tt__exec_check(x);
+    if (rc)
+        return rc;
+    if (!body || grain == 0)
+        return TT_EINVAL;
+    chunk_entry c = {
+        .e = {.body = len == 0 ? nothing_body : chunk_body, .pool = x->pool,
+              .pool_gen = x->pool_gen, .ledger = x->ledger},
+    };
+    tt__chunks_init(&c.k, len, grain, body, arg);
+    if (x->flags & TT__F_TEAM) {
+        if (len == 0)
+            return tt__team_for_ranges(x, 0, grain, body, arg); /* consumes, runs nothing */
+        return tt__team_for_chunks(x, &c.k);
+    }
+    unsigned ntasks = tt__chunks_tasks(&c.k, x->budget);
+    atomic_store_explicit(&c.k.next, ntasks, memory_order_relaxed);
+    return enter_and_run(x, &c.e, (run_spec){.ntasks = ntasks, .budget = ntasks, .need = ntasks});
 }
 
 /* ------------------------------------------------------------------------ */

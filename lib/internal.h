@@ -924,6 +924,7 @@ typedef struct tt__exec {
     void *ledger;              /* ledger root record (ledger builds)        */
     void *team;                /* team authority (tt_team), or NULL         */
     pthread_t owner;           /* the task's thread, for tokens it was handed */
+    _Atomic int *fork_fail;    /* a fork job's child: its fork's failure word */
 } tt__exec;
 
 _Static_assert(sizeof(tt__exec) <= sizeof(tt_exec), "tt_exec too small");
@@ -948,6 +949,7 @@ typedef struct tt__token_spec {
     void *team;
     pthread_t owner;
     tt__exec *parent;
+    _Atomic int *fork_fail; /* a fork job's child: tt_fork_fail stores here */
 } tt__token_spec;
 
 /* Mint a live token in place: the one way a token of any kind is made
@@ -970,6 +972,7 @@ static inline void tt__token_mint(tt__exec *x, const tt__token_spec *s)
     x->team = s->team;
     x->owner = s->owner;
     x->parent = s->parent;
+    x->fork_fail = s->fork_fail;
     atomic_store_explicit(&x->busy, 0, memory_order_relaxed);
     atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_release);
 }
@@ -1019,6 +1022,8 @@ void tt__exec_leave_lean(tt__exec *x);
 /* Team-authority entries (team_scope.c, called by exec.c). */
 int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg);
 int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg);
+struct tt__chunks;
+int tt__team_for_chunks(tt__exec *x, struct tt__chunks *k);
 int tt__team_broadcast(tt__exec *x, tt_bcast_fn fn, void *arg);
 /* The head of the control block a team token carries in its `team` field:
  * all that token.c knows of teams, so that the token protocol calls nothing
@@ -1049,6 +1054,48 @@ static inline void tt__range_of(size_t len, unsigned n, size_t j, size_t *begin,
     size_t cnt;
     tt__block(len, n, j, begin, &cnt);
     *end = *begin + cnt;
+}
+
+/* tt_for_ranges_dynamic's chunks, shared by the pooled and the team paths:
+ * ceil(len / grain) chunks of `grain` indices (the last one shorter); task
+ * t of n starts with chunk t (the caller's task with chunk 0), then takes
+ * the lowest chunk not yet taken each time it is free (`next` starts at n,
+ * set by the entry once it knows n). Chunk c is
+ * [c * grain, min(len, (c + 1) * grain)). */
+typedef struct tt__chunks {
+    tt_range_fn body;
+    void *arg;
+    size_t len, grain, count;
+    _Atomic size_t next; /* the next chunk not yet taken */
+} tt__chunks;
+
+static inline void tt__chunks_init(tt__chunks *k, size_t len, size_t grain, tt_range_fn body,
+                                   void *arg)
+{
+    k->body = body;
+    k->arg = arg;
+    k->len = len;
+    k->grain = grain;
+    k->count = len / grain + (len % grain != 0);
+    atomic_init(&k->next, 0);
+}
+
+static inline unsigned tt__chunks_tasks(const tt__chunks *k, unsigned budget)
+{
+    return k->count < budget ? (unsigned)k->count : budget;
+}
+
+/* Task `task`'s next chunk (its first: chunk `task`): false when none is
+ * left. */
+static inline bool tt__chunks_take(tt__chunks *k, bool first, unsigned task, size_t *begin,
+                                   size_t *end)
+{
+    size_t c = first ? task : atomic_fetch_add_explicit(&k->next, 1, memory_order_relaxed);
+    if (c >= k->count)
+        return false;
+    *begin = c * k->grain;
+    *end = k->len - *begin < k->grain ? k->len : *begin + k->grain;
+    return true;
 }
 
 /* Kinds of token for the cost model. */
@@ -1270,6 +1317,11 @@ struct tt__ctl {
     _Atomic uint64_t nudge_after_ns;
     /* The section barrier: arrivals, and the generation that releases. */
     _Atomic uint32_t bar_count TT__ALIGNED;
+    /* The failure the section's barriers return (0: none): set, with a
+     * move of bar_gen after it, by a participant's tt_section_fail or by
+     * the last arriver of a barrier that finds the scope failed; reset
+     * with bar_count when a section starts. */
+    _Atomic int bar_fail;
     tt__event bar_gen;
     /* Fixed for the life of the block. */
     tt_pool *pool;

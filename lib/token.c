@@ -515,6 +515,30 @@ void tt_exec_finish(tt_exec *ex)
         lead_end(x);
 }
 
+/* A fork job fails its fork through the child token it was handed: the
+ * token names its fork's failure word (minted by the fork), whatever the
+ * token's state (a job may have consumed or finished it already). The first
+ * code stored wins; the fork reads the word before each job it starts. */
+int tt_fork_fail(tt_exec *child, int code)
+{
+    if (!child || code == 0)
+        return TT_EINVAL;
+    tt__exec *x = tt__x(child);
+    uint32_t m = atomic_load_explicit(&x->magic, memory_order_acquire);
+    if (!magic_known(m))
+        return TT_EINVAL;
+    if (x->self != x)
+        return TT_ECOPY;
+    if (!x->fork_fail)
+        return TT_EINVAL;
+    if (!pthread_equal(x->owner, pthread_self()))
+        return TT_EWRONGTHREAD;
+    int none = 0;
+    atomic_compare_exchange_strong_explicit(x->fork_fail, &none, code, memory_order_acq_rel,
+                                            memory_order_acquire);
+    return TT_OK;
+}
+
 bool tt_carries_team(const tt_exec *ex)
 {
     if (!ex)

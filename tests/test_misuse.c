@@ -233,7 +233,8 @@ static void lm_parent_scope(void *arg, tt_scope *s)
 {
     (void)arg;
     lm_all_entries_refuse(lm_parent, TT_ECONSUMED, "the parent from the scope callback");
-    tt_scope_run(s, lm_parent_section, NULL);
+    int rc = tt_scope_run(s, lm_parent_section, NULL);
+    TT_CHECK(rc == TT_OK, "tt_scope_run: %s", tt_status_name(rc));
 }
 
 START_TEST(lm_entry_on_parent_inside)
@@ -690,7 +691,7 @@ static void lm_bad_scope_args(void *arg, tt_scope *scope)
     TT_CHECK(tt_scope_reborrow(scope, NULL) == NULL, "reborrow into NULL");
     TT_CHECK(tt_scope_size(NULL) == 0 && tt_section_rank(NULL) == 0 && tt_section_size(NULL) == 0,
              "NULL accessors");
-    tt_section_barrier(NULL); /* returns */
+    TT_CHECK(tt_section_barrier(NULL) == TT_EINVAL, "barrier on NULL");
 }
 
 START_TEST(lm_scope_bad_args)
