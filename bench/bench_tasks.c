@@ -13,7 +13,7 @@
  *      omp-nested  the two-level loop with max-active-levels 2 (the other
  *               kernels as omp)
  *   LIST: fib,fib-port,nqueens,nqueens-port,sort,nested,irregular,
- *         irregular-dyn (only built with -DTK_HAVE_RANGES_DYNAMIC),inline
+ *         irregular-dyn, inline
  *         (default all)
  *   --small  the sizes of tests/test_tasks.c (a smoke run)
  *
@@ -243,15 +243,11 @@ int main(int argc, char **argv)
         }
         tk_nested_free(&k);
     }
-    /* the irregular loop, static ranges (and dynamic once it exists) */
+    /* the irregular loop, static and dynamic ranges */
     for (int dyn = 0; dyn < 2; dyn++) {
         const char *kname = dyn ? "irregular-dyn" : "irregular";
         if (!wanted(list, kname))
             continue;
-#ifndef TK_HAVE_RANGES_DYNAMIC
-        if (dyn)
-            continue; /* HOOK: tt_for_ranges_dynamic (branch i41c) */
-#endif
         tk_sparse s;
         if (tk_sparse_init(&s, z->sparse_rows, 7) != TT_OK)
             return fail("irregular: memory", sys);

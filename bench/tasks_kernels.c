@@ -561,16 +561,7 @@ int tk_sparse_tt(tt_exec *ex, tk_sparse *s, size_t grain)
 
 int tk_sparse_tt_dynamic(tt_exec *ex, tk_sparse *s, size_t grain)
 {
-#ifdef TK_HAVE_RANGES_DYNAMIC
-    /* HOOK: the call once tt_for_ranges_dynamic exists (branch i41c); check
-     * its signature there. */
     return tt_for_ranges_dynamic(ex, s->rows, grain, rows_body, s);
-#else
-    (void)ex;
-    (void)s;
-    (void)grain;
-    return TT_EINVAL;
-#endif
 }
 
 void tk_sparse_omp(tk_sparse *s, int chunk)

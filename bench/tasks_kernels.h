@@ -92,9 +92,8 @@ void tk_sparse_free(tk_sparse *s);
 int tk_sparse_tt(tt_exec *ex, tk_sparse *s, size_t grain);
 void tk_sparse_omp(tk_sparse *s, int chunk);
 bool tk_sparse_check(const tk_sparse *s);
-/* HOOK (issue 40, item 5): tt_for_ranges_dynamic, once branch i41c brings
- * it. Build with -DTK_HAVE_RANGES_DYNAMIC to add the irregular-dyn row;
- * until then it returns TT_EINVAL and the row is not run. */
+/* The same rows with tt_for_ranges_dynamic: chunks of grain rows handed out
+ * as threads free up, as schedule(dynamic, grain) does. */
 int tk_sparse_tt_dynamic(tt_exec *ex, tk_sparse *s, size_t grain);
 
 /* inline: `calls` budget-1 forks of 2 empty jobs under a budget-1 token */

@@ -19,8 +19,8 @@
 #     nqueens-port         the straight port (tt_fork at every level, no
 #                          twin): tt-free <= 2.0x the OpenMP-task twin
 #     fib-port, irregular  INFO (irregular: static ranges against
-#                          schedule(dynamic, 64); irregular-dyn, once
-#                          tt_for_ranges_dynamic exists: <= 1.10x)
+#                          schedule(dynamic, 64); irregular-dyn,
+#                          tt_for_ranges_dynamic against it: <= 1.10x)
 #     inline               tt-free's ns per budget-1 fork of 2 jobs minus two
 #                          plain calls' (omp-nested's row) <= 25 ns; the
 #                          undeferred `omp task` pair beside it (INFO)

@@ -160,9 +160,22 @@ static void sparse_k(tt_exec *ex, unsigned b)
     tk_sparse_free(&s);
 }
 
+/* The same rows through tt_for_ranges_dynamic (the bench's irregular-dyn). */
+static void sparse_dyn_k(tt_exec *ex, unsigned b)
+{
+    (void)b;
+    tk_sparse s;
+    ck_assert_int_eq(tk_sparse_init(&s, 5000, 5), TT_OK);
+    ck_assert(!tk_sparse_check(&s));
+    ck_assert_int_eq(tk_sparse_tt_dynamic(ex, &s, 64), TT_OK);
+    ck_assert(tk_sparse_check(&s));
+    tk_sparse_free(&s);
+}
+
 START_TEST(test_tasks_irregular)
 {
     on_pools(sparse_k);
+    on_pools(sparse_dyn_k);
     tk_sparse s;
     ck_assert_int_eq(tk_sparse_init(&s, 5000, 3), TT_OK);
     tk_sparse_omp(&s, 64);
