@@ -24,7 +24,8 @@
 #     inline               tt-free's ns per budget-1 fork of 2 jobs minus two
 #                          plain calls' (omp-nested's row) <= 25 ns; the
 #                          undeferred `omp task` pair beside it (INFO)
-#   passive, loaded: the quiet targets' rows <= 1.5x (as bench-paths.sh's)
+#   passive, loaded: the quiet targets' rows <= 1.5x (as bench-paths.sh's), or
+#                    their quiet target where it is wider (nqueens-port 2.0x)
 #
 # usage: scripts/bench-tasks.sh [--prog PATH] [--rounds R] [--reps K]
 #                               [--passes "quiet passive load=2,50"]
@@ -173,7 +174,11 @@ for pass in $passes; do
         nqueens-port) t=2.0 ;;
         *) t=report ;;
         esac
-        [ "$pass" != quiet ] && [ "$t" != report ] && t=1.5
+        # Passive and loaded: 1.5x, or the quiet target where that is wider
+        # (the straight port's 2.0x holds in every condition).
+        if [ "$pass" != quiet ] && [ "$t" != report ]; then
+            t=$(awk -v q="$t" 'BEGIN { print (q + 0 > 1.5) ? q : "1.5" }')
+        fi
         if [ "$kern" = inline ]; then
             # ns per fork: the library's own cost is tt-free minus two plain calls.
             over=$(awk -v a="$fm" -v b="$nm" 'BEGIN { printf "%.2f", a - b }')
