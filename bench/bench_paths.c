@@ -197,6 +197,16 @@ typedef struct other {
     samples *s;      /* steady: every call                   */
 } other;
 
+/* A timed call that fails would time nothing: stop the run (one branch on
+ * the code, outside the callbacks). */
+static void need_ok(int rc, const char *what)
+{
+    if (rc != TT_OK) {
+        fprintf(stderr, "bench_paths: %s: %s\n", what, tt_strerror(rc));
+        exit(1);
+    }
+}
+
 static void tiny_section(void *arg, tt_section *sec)
 {
     tiny_job(arg, tt_section_rank(sec), NULL);
@@ -204,18 +214,18 @@ static void tiny_section(void *arg, tt_section *sec)
 
 static void tiny_scope(void *arg, tt_scope *scope)
 {
-    (void)tt_scope_run(scope, tiny_section, arg);
+    need_ok(tt_scope_run(scope, tiny_section, arg), "tt_scope_run");
 }
 
 static void one_root(const other *o)
 {
     if (o->tt) {
         tt_exec ex;
-        tt_exec_init(&ex, o->pool, o->W);
+        need_ok(tt_exec_init(&ex, o->pool, o->W), "tt_exec_init");
         if (o->scope)
-            tt_team_scope(&ex, tiny_scope, NULL);
+            need_ok(tt_team_scope(&ex, tiny_scope, NULL), "tt_team_scope");
         else
-            tt_fork(&ex, o->W, tiny_job, NULL);
+            need_ok(tt_fork(&ex, o->W, tiny_job, NULL), "tt_fork");
     } else {
 #pragma omp parallel num_threads(o->W)
         tiny_job(NULL, (unsigned)omp_get_thread_num(), NULL);
@@ -321,7 +331,7 @@ static void section_axpy(void *arg, tt_section *sec)
 
 static void scope_axpy_fn(void *arg, tt_scope *scope)
 {
-    (void)tt_scope_run(scope, section_axpy, arg);
+    need_ok(tt_scope_run(scope, section_axpy, arg), "tt_scope_run");
 }
 
 #if TT_HAVE_OPENBLAS
@@ -437,11 +447,11 @@ int main(int argc, char **argv)
                     double a = now_us();
                     if (tt) {
                         tt_exec ex;
-                        tt_exec_init(&ex, pool, W);
+                        need_ok(tt_exec_init(&ex, pool, W), "tt_exec_init");
                         if (scope)
-                            tt_team_scope(&ex, scope_axpy_fn, &sa);
+                            need_ok(tt_team_scope(&ex, scope_axpy_fn, &sa), "tt_team_scope");
                         else
-                            tt_for_ranges(&ex, n, 1, axpy_body, &p);
+                            need_ok(tt_for_ranges(&ex, n, 1, axpy_body, &p), "tt_for_ranges");
                     } else if (scope) {
 #pragma omp parallel
                         axpy_part(&p, n, (unsigned)omp_get_thread_num(),
@@ -468,8 +478,8 @@ int main(int argc, char **argv)
         if (tt) {
             /* used once: its idle state is what the application lives with */
             tt_exec ex;
-            tt_exec_init(&ex, pool, W);
-            tt_for_ranges(&ex, W, 1, work_body, NULL);
+            need_ok(tt_exec_init(&ex, pool, W), "tt_exec_init");
+            need_ok(tt_for_ranges(&ex, W, 1, work_body, NULL), "tt_for_ranges");
         }
         int c = calls ? calls : 2000;
         for (int r = -1; r < reps; r++) {
@@ -481,8 +491,8 @@ int main(int argc, char **argv)
                 if (alt) {
                     if (tt) {
                         tt_exec ex;
-                        tt_exec_init(&ex, pool, W);
-                        tt_for_ranges(&ex, W, 1, work_body, NULL);
+                        need_ok(tt_exec_init(&ex, pool, W), "tt_exec_init");
+                        need_ok(tt_for_ranges(&ex, W, 1, work_body, NULL), "tt_for_ranges");
                     } else {
 #pragma omp parallel
                         work_us(5.0);
@@ -523,8 +533,8 @@ int main(int argc, char **argv)
                     double a0 = now_us();
                     if (tt) {
                         tt_exec ex;
-                        tt_exec_init(&ex, pool, W);
-                        tt_external(&ex, gemm_call, &g);
+                        need_ok(tt_exec_init(&ex, pool, W), "tt_exec_init");
+                        need_ok(tt_external(&ex, gemm_call, &g), "tt_external");
                     } else {
                         gemm_call(&g, W);
                     }

@@ -40,7 +40,8 @@ static void jacobi_section(void *arg, tt_section *s)
     double *u = g->u, *v = g->v;
     for (unsigned k = 0; k < g->sweeps; k++) {
         sweep_rows(g->n, u, v, lo, hi);
-        tt_section_barrier(s);
+        if (tt_section_barrier(s) != TT_OK)
+            return; /* the scope failed: the barrier waits for nobody */
         double *t = u; /* every participant swaps its own copies */
         u = v;
         v = t;

@@ -73,11 +73,11 @@ contains
       acc = acc + x(i)
     end do
     partial(r) = acc
-    call tt_section_barrier(s)
+    if (tt_section_barrier(s) /= TT_OK) return
     if (r == 0) then
       total = sum(partial(0:p - 1))
     end if
-    call tt_section_barrier(s)
+    if (tt_section_barrier(s) /= TT_OK) return
     seen(r) = total
   end subroutine sum_section
 

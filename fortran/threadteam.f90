@@ -256,10 +256,28 @@ module threadteam
       type(c_ptr), value :: section
       integer(c_int) :: n
     end function tt_section_size
-    subroutine tt_section_barrier(section) bind(c, name='tt_section_barrier')
-      import :: c_ptr
+    !> TT_OK once every participant arrived, or the scope's failure code
+    !> (the barrier then waits for nobody: leave the section).
+    function tt_section_barrier(section) bind(c, name='tt_section_barrier') result(rc)
+      import :: c_int, c_ptr
       type(c_ptr), value :: section
-    end subroutine tt_section_barrier
+      integer(c_int) :: rc
+    end function tt_section_barrier
+    !> Fail the scope from a section (the first code wins).
+    function tt_section_fail(section, code) bind(c, name='tt_section_fail') result(rc)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: section
+      integer(c_int), value :: code
+      integer(c_int) :: rc
+    end function tt_section_fail
+    !> End the fork that handed `child` to this job with `code` (a tt_fork
+    !> job's `child` pointer, as the job received it).
+    function tt_fork_fail(child, code) bind(c, name='tt_fork_fail') result(rc)
+      import :: c_int, c_ptr
+      type(c_ptr), value :: child
+      integer(c_int), value :: code
+      integer(c_int) :: rc
+    end function tt_fork_fail
   end interface
 
 contains

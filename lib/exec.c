@@ -645,25 +645,54 @@ typedef struct fork_entry {
     unsigned jobs, ntasks;
     uint32_t child_flags;
     void *team;
+    /* The fork's failure word (tt_fork_fail through a child token): 0, or
+     * the first code. Read before each job starts. */
+    _Atomic int fail;
+    /* With more jobs than tasks: the next job not yet handed out. Each task
+     * takes the next one when it is free, so a task stuck in a long job
+     * leaves the rest to the others (as schedule(dynamic, 1)). */
+    _Atomic unsigned next;
 } fork_entry;
+
+static void fork_run_job(fork_entry *f, const task *t, unsigned i)
+{
+    tt_exec child;
+    tt__exec *c = tt__x(&child);
+    child_of(c, &f->e, t, f->child_flags, f->team);
+    c->fork_fail = &f->fail;
+    tt__ledger_enter(f->e.ledger);
+    f->job(f->arg, i, &child);
+    tt__ledger_leave(f->e.ledger);
+    atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+}
+
+static bool fork_failed(fork_entry *f)
+{
+    return atomic_load_explicit(&f->fail, memory_order_acquire) != 0;
+}
 
 static void fork_body(entry *e, const task *t)
 {
     fork_entry *f = (fork_entry *)e;
-    size_t first, n;
-    tt__block(f->jobs, f->ntasks, t->index, &first, &n);
+    if (f->jobs <= f->ntasks) {
+        /* One job per task: task t runs job t. */
+        if (!fork_failed(f))
+            fork_run_job(f, t, t->index);
+        return;
+    }
     tt__share_seq seq;
-    tt__share_seq_begin(&seq, e->pool, n);
-    for (size_t i = first; i < first + n; i++) {
-        if (i != first)
+    tt__share_seq_begin(&seq, e->pool, 2);
+    for (bool first = true;; first = false) {
+        /* A failed fork starts no more jobs; the check comes before the
+         * job is taken, so a job taken is a job run. */
+        if (fork_failed(f))
+            return;
+        unsigned i = atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
+        if (i >= f->jobs)
+            return;
+        if (!first)
             tt__share_seq_next(&seq);
-        tt_exec child;
-        tt__exec *c = tt__x(&child);
-        child_of(c, e, t, f->child_flags, f->team);
-        tt__ledger_enter(e->ledger);
-        f->job(f->arg, (unsigned)i, &child);
-        tt__ledger_leave(e->ledger);
-        atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+        fork_run_job(f, t, i);
     }
 }
 
@@ -685,7 +714,12 @@ int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
         .child_flags = TT__F_FORK_CHILD | TT__F_IN_TASK,
         .team = NULL,
     };
-    return enter_and_run(x, &f.e, (run_spec){.ntasks = ntasks, .budget = budget, .need = budget});
+    atomic_init(&f.fail, 0);
+    atomic_init(&f.next, 0);
+    rc = enter_and_run(x, &f.e, (run_spec){.ntasks = ntasks, .budget = budget, .need = budget});
+    if (rc == TT_OK)
+        rc = atomic_load_explicit(&f.fail, memory_order_acquire);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -891,6 +891,7 @@ typedef struct tt__exec {
     void *ledger;              /* ledger root record (ledger builds)        */
     void *team;                /* team authority (tt_team), or NULL         */
     pthread_t owner;           /* the task's thread, for tokens it was handed */
+    _Atomic int *fork_fail;    /* a fork job's child: its fork's failure word */
 } tt__exec;
 
 _Static_assert(sizeof(tt__exec) <= sizeof(tt_exec), "tt_exec too small");
@@ -915,6 +916,7 @@ typedef struct tt__token_spec {
     void *team;
     pthread_t owner;
     tt__exec *parent;
+    _Atomic int *fork_fail; /* a fork job's child: tt_fork_fail stores here */
 } tt__token_spec;
 
 /* Mint a live token in place: the one way a token of any kind is made
@@ -1172,6 +1174,11 @@ struct tt__ctl {
     _Atomic uint64_t nudge_after_ns;
     /* The section barrier: arrivals, and the generation that releases. */
     _Atomic uint32_t bar_count TT__ALIGNED;
+    /* The failure the section's barriers return (0: none): set, with a
+     * move of bar_gen after it, by a participant's tt_section_fail or by
+     * the last arriver of a barrier that finds the scope failed; reset
+     * with bar_count when a section starts. */
+    _Atomic int bar_fail;
     tt__event bar_gen;
     /* Fixed for the life of the block. */
     tt_pool *pool;

@@ -59,6 +59,10 @@ typedef struct split_cmd {
     void *arg;
     tt__ctl *subs;      /* groups control blocks                         */
     uint32_t child_flags;
+    _Atomic int *fail;  /* the scope's failure word (a fork: no job starts
+                         * after a failure; tt_fork_fail stores here)    */
+    _Atomic unsigned next; /* a fork with more jobs than groups: the next
+                            * job not yet handed out                     */
 } split_cmd;
 
 /* ------------------------------------------------------------------------ */
@@ -333,12 +337,13 @@ static void run_scope_fn(tt__ctl *c, tt_scope *view, tt_scope_fn fn, void *arg)
 unsigned tt_section_rank(const tt_section *s) { return s ? s->rank : 0; }
 unsigned tt_section_size(const tt_section *s) { return s ? s->size : 0; }
 
-/* Errors out of callbacks: the first nonzero code stored wins. */
-static void fail_set(_Atomic int *fail, int code)
+/* Errors out of callbacks: the first nonzero code stored wins. Returns
+ * whether this call stored it. */
+static bool fail_set(_Atomic int *fail, int code)
 {
     int none = 0;
-    atomic_compare_exchange_strong_explicit(fail, &none, code, memory_order_acq_rel,
-                                            memory_order_acquire);
+    return atomic_compare_exchange_strong_explicit(fail, &none, code, memory_order_acq_rel,
+                                                   memory_order_acquire);
 }
 
 static int fail_get(const tt__ctl *c)
@@ -346,34 +351,76 @@ static int fail_get(const tt__ctl *c)
     return c->fail ? atomic_load_explicit(c->fail, memory_order_acquire) : 0;
 }
 
+/* Set the barrier failure of block c (the first code wins there too) and
+ * move its generation after, so that a participant waiting in a barrier for
+ * one that left the section wakes and returns the code. */
+static void bar_fail_set(tt__ctl *c, int code)
+{
+    int none = 0;
+    if (atomic_compare_exchange_strong_explicit(&c->bar_fail, &none, code, memory_order_acq_rel,
+                                                memory_order_acquire))
+        tt__event_bump(&c->bar_gen, ctl_stats(c));
+}
+
 int tt_section_fail(tt_section *s, int code)
 {
     if (!s || !s->c || !s->c->fail || code == 0)
         return TT_EINVAL;
-    fail_set(s->c->fail, code);
+    (void)fail_set(s->c->fail, code);
+    if (s->size > 1)
+        bar_fail_set(s->c, fail_get(s->c));
     return TT_OK;
 }
 
-void tt_section_barrier(tt_section *s)
+/*
+ * The section barrier and failures. A barrier's result comes from the
+ * block's bar_fail only, which is set by a participant of this very section
+ * (tt_section_fail) or by the last arriver of a barrier (a failure from
+ * elsewhere: the scope's leader, another group of a split, which never
+ * leaves this section's participants waiting), and every store to it is
+ * followed by a move of bar_gen by the same thread. A participant reads the
+ * generation, then bar_fail, then arrives and waits for the generation to
+ * move: so a participant that waits either saw no failure and is woken by
+ * the move that follows it, or by the last arrival. Once bar_fail is set,
+ * every barrier of the section returns it without arriving; participants
+ * that got the code may leave the section, and nobody waits for them.
+ */
+int tt_section_barrier(tt_section *s)
 {
-    if (!s || s->size <= 1)
-        return;
+    if (!s || !s->c)
+        return TT_EINVAL;
     tt__ctl *c = s->c;
+    if (s->size <= 1)
+        return fail_get(c);
     /* Read the release generation before arriving: once the last arrives,
      * it moves, and a waiter must compare against the value from before. */
     uint32_t g = atomic_load_explicit(&c->bar_gen.word, memory_order_acquire);
+    int code = atomic_load_explicit(&c->bar_fail, memory_order_acquire);
+    if (code != 0)
+        return code; /* a failed section waits for nobody */
     uint32_t arrived = atomic_fetch_add_explicit(&c->bar_count, 1, memory_order_acq_rel) + 1;
     if (arrived == s->size) {
         /* Last: reset for the next barrier of this section before the
-         * release, so that nobody can arrive at the next one early. */
+         * release, so that nobody can arrive at the next one early. A
+         * failure of the scope from elsewhere is told to every participant
+         * of this barrier alike. */
         atomic_store_explicit(&c->bar_count, 0, memory_order_relaxed);
+        if ((code = fail_get(c)) != 0) {
+            int none = 0;
+            atomic_compare_exchange_strong_explicit(&c->bar_fail, &none, code,
+                                                    memory_order_acq_rel, memory_order_acquire);
+        }
         tt__event_post(&c->bar_gen, g + 1, ctl_stats(c));
-        return;
+        return atomic_load_explicit(&c->bar_fail, memory_order_acquire);
     }
     tt__wait_stats *st = ctl_stats(c);
     tt__wait_policy tmp;
     tt__event_wait_ne(&c->bar_gen, g, team_pol(c, &tmp, st), st,
                       st ? &st->barrier_sleeps : NULL);
+    /* Released by the last arriver, or by a failure (then bar_count keeps
+     * this barrier's arrivals: no barrier of the section counts again,
+     * and the next section resets it). */
+    return atomic_load_explicit(&c->bar_fail, memory_order_acquire);
 }
 
 static int scope_leader_check(const tt_scope *scope)
@@ -395,7 +442,7 @@ int tt_scope_fail(tt_scope *scope, int code)
         return TT_EINVAL;
     if (!pthread_equal(scope->c->leader, pthread_self()))
         return TT_EWRONGTHREAD;
-    fail_set(scope->c->fail, code);
+    (void)fail_set(scope->c->fail, code);
     return TT_OK;
 }
 
@@ -418,6 +465,7 @@ int tt_scope_run_with(tt_scope *scope, unsigned width, tt_section_fn section, vo
     c->fn = section;
     c->arg = arg;
     c->width = width;
+    atomic_store_explicit(&c->bar_fail, 0, memory_order_relaxed);
     if (width == 1) {
         /* A section of one runs on the leader; nobody else is woken. */
         run_section(c, 0);
@@ -441,35 +489,29 @@ int tt_scope_run(tt_scope *scope, tt_section_fn section, void *arg)
 /* ------------------------------------------------------------------------ */
 
 /* The group leader's side: run the group's parts, then end the sub-block. */
-static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
+static void fork_group(tt__ctl *sub, split_cmd *sc, unsigned g);
+
+static void lead_group(tt__ctl *sub, split_cmd *sc, unsigned g)
 {
+    sub->leader = pthread_self();
+    if (!sc->split) {
+        fork_group(sub, sc, g);
+        return;
+    }
     size_t first, n;
     tt__block(sc->jobs, sc->groups, g, &first, &n);
-    sub->leader = pthread_self();
     tt__share_seq seq;
     tt__share_seq_begin(&seq, sub->pool, n);
     for (size_t i = first; i < first + n; i++) {
         if (i != first)
             tt__share_seq_next(&seq);
-        if (sc->split) {
+        {
             /* Like a scope's callback, a part is the root's user code on
              * this thread (its sections on this thread count once). */
             tt_scope view = {.c = sub, .size = sub->size, .ledger = sub->ledger};
             tt__ledger_enter(sub->ledger);
             sc->split(sc->arg, (unsigned)i, &view);
             tt__ledger_leave(sub->ledger);
-        } else {
-            tt_exec child;
-            tt__exec *x = tt__x(&child);
-            tt__token_spec spec = {.pool = sub->pool, .pool_gen = sub->pool_gen,
-                                   .budget = sub->size, .flags = sc->child_flags,
-                                   .ledger = sub->ledger, .team = sub,
-                                   .owner = pthread_self()};
-            tt__token_mint(x, &spec);
-            tt__ledger_enter(sub->ledger);
-            sc->job(sc->arg, (unsigned)i, &child);
-            tt__ledger_leave(sub->ledger);
-            atomic_store_explicit(&x->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
         }
     }
     /* The group's members leave without reporting: each of them reports to
@@ -477,6 +519,49 @@ static void lead_group(tt__ctl *sub, const split_cmd *sc, unsigned g)
      * of this one, and the sub-block lives in split_common's frame until
      * that join is complete. A join here would be one more handoff from
      * the members' cores to this one, in series with that join. */
+    if (sub->size > 1)
+        issue(sub, CMD_LEAVE, 0);
+}
+
+/* Job i of a scope fork on its group's leader, with a child token that has
+ * team authority over the group. */
+static void fork_group_job(tt__ctl *sub, split_cmd *sc, unsigned i)
+{
+    tt_exec child;
+    tt__exec *x = tt__x(&child);
+    tt__token_spec spec = {.pool = sub->pool, .pool_gen = sub->pool_gen,
+                           .budget = sub->size, .flags = sc->child_flags,
+                           .ledger = sub->ledger, .team = sub,
+                           .owner = pthread_self(), .fork_fail = sc->fail};
+    tt__token_mint(x, &spec);
+    tt__ledger_enter(sub->ledger);
+    sc->job(sc->arg, i, &child);
+    tt__ledger_leave(sub->ledger);
+    atomic_store_explicit(&x->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+}
+
+/* A group of a scope fork: its one job (jobs <= groups), or, with more jobs
+ * than groups, the next job not yet handed out each time the group is free
+ * (as tt_fork's tasks take them). No job starts once the scope failed. */
+static void fork_group(tt__ctl *sub, split_cmd *sc, unsigned g)
+{
+    if (sc->jobs <= sc->groups) {
+        if (atomic_load_explicit(sc->fail, memory_order_acquire) == 0)
+            fork_group_job(sub, sc, g);
+    } else {
+        tt__share_seq seq;
+        tt__share_seq_begin(&seq, sub->pool, 2);
+        for (bool first = true;; first = false) {
+            if (atomic_load_explicit(sc->fail, memory_order_acquire) != 0)
+                break;
+            unsigned i = atomic_fetch_add_explicit(&sc->next, 1, memory_order_relaxed);
+            if (i >= sc->jobs)
+                break;
+            if (!first)
+                tt__share_seq_next(&seq);
+            fork_group_job(sub, sc, i);
+        }
+    }
     if (sub->size > 1)
         issue(sub, CMD_LEAVE, 0);
 }
@@ -493,7 +578,7 @@ typedef struct split_call {
 static void split_thunk(void *ctx)
 {
     split_call *k = ctx;
-    const split_cmd *sc = k->c->split;
+    split_cmd *sc = k->c->split;
     size_t g, r;
     tt__block_find(sc->size, sc->groups, k->p, &g, &r);
     if (r == 0)
@@ -533,7 +618,11 @@ static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_jo
         subs[g].fail = c->fail;          /* a part's failure fails the scope */
     }
     split_cmd sc = {.jobs = jobs, .groups = groups, .size = size, .split = split, .job = job,
-                    .arg = arg, .subs = subs, .child_flags = child_flags};
+                    .arg = arg, .subs = subs, .child_flags = child_flags, .fail = c->fail};
+    _Atomic int no_fail = 0; /* every scope has a word; never read otherwise */
+    if (!sc.fail)
+        sc.fail = &no_fail;
+    atomic_init(&sc.next, 0);
     c->hook.busy = true;
     c->split = &sc;
     if (size > 1 && groups > 0) {

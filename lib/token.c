@@ -66,6 +66,7 @@ void tt__token_mint(tt__exec *x, const tt__token_spec *s)
     x->team = s->team;
     x->owner = s->owner;
     x->parent = s->parent;
+    x->fork_fail = s->fork_fail;
     atomic_store_explicit(&x->busy, 0, memory_order_relaxed);
     atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_release);
 }
@@ -469,6 +470,30 @@ void tt_exec_finish(tt_exec *ex)
     uint32_t old = atomic_fetch_or_explicit(&x->busy, TT__BUSY_ENDING, memory_order_acq_rel);
     if ((old & ~TT__BUSY_ENDING) == 0)
         lead_end(x);
+}
+
+/* A fork job fails its fork through the child token it was handed: the
+ * token names its fork's failure word (minted by the fork), whatever the
+ * token's state (a job may have consumed or finished it already). The first
+ * code stored wins; the fork reads the word before each job it starts. */
+int tt_fork_fail(tt_exec *child, int code)
+{
+    if (!child || code == 0)
+        return TT_EINVAL;
+    tt__exec *x = tt__x(child);
+    uint32_t m = atomic_load_explicit(&x->magic, memory_order_acquire);
+    if (!magic_known(m))
+        return TT_EINVAL;
+    if (x->self != x)
+        return TT_ECOPY;
+    if (!x->fork_fail)
+        return TT_EINVAL;
+    if (!pthread_equal(x->owner, pthread_self()))
+        return TT_EWRONGTHREAD;
+    int none = 0;
+    atomic_compare_exchange_strong_explicit(x->fork_fail, &none, code, memory_order_acq_rel,
+                                            memory_order_acquire);
+    return TT_OK;
 }
 
 bool tt_carries_team(const tt_exec *ex)

@@ -241,7 +241,8 @@ int main(int argc, char **argv)
     for (int round = 0; round < 3; round++) {
         atomic_store(&peak, 0);
         tt_exec ex;
-        tt_exec_init(&ex, pool, W);
+        rc = tt_exec_init(&ex, pool, W);
+        CHECK(rc == TT_OK, "tt_exec_init: %s", tt_strerror(rc));
         rc = tt_fork(&ex, 3, fork_job, (void *)0);
         CHECK(rc == TT_OK, "root fork: %s", tt_strerror(rc));
         CHECK(atomic_load(&peak) <= (int)W, "fork tree ran %d threads of user code, budget %u",
@@ -254,7 +255,8 @@ int main(int argc, char **argv)
     atomic_store(&peak, 0);
     for (int i = 0; i < 5; i++) {
         tt_exec ex;
-        tt_exec_init(&ex, pool, W);
+        rc = tt_exec_init(&ex, pool, W);
+        CHECK(rc == TT_OK, "tt_exec_init: %s", tt_strerror(rc));
         rc = tt_external(&ex, ext_callee, NULL);
         CHECK(rc == TT_OK, "tt_external: %s", tt_strerror(rc));
     }
@@ -263,7 +265,8 @@ int main(int argc, char **argv)
     if (W >= 2) {
         atomic_store(&peak, 0);
         tt_exec ex;
-        tt_exec_init(&ex, pool, W);
+        rc = tt_exec_init(&ex, pool, W);
+        CHECK(rc == TT_OK, "tt_exec_init: %s", tt_strerror(rc));
         rc = tt_fork(&ex, 2, ext_job, NULL);
         CHECK(rc == TT_OK, "fork of externals: %s", tt_strerror(rc));
         CHECK(atomic_load(&peak) <= (int)W, "externals in shares ran %d threads, budget %u",
@@ -275,7 +278,8 @@ int main(int argc, char **argv)
     where *pw = calloc(1, sizeof *pw);
     pw->b.n = (int)W;
     tt_exec ex;
-    tt_exec_init(&ex, pool, W);
+    rc = tt_exec_init(&ex, pool, W);
+    CHECK(rc == TT_OK, "tt_exec_init: %s", tt_strerror(rc));
     rc = tt_broadcast(&ex, bcast_where, pw);
     CHECK(rc == TT_OK, "broadcast: %s", tt_strerror(rc));
     CHECK(atomic_load(&pw->bad) == 0, "a broadcast's calls did not all run at once");
@@ -338,7 +342,8 @@ int main(int argc, char **argv)
         if (rc == TT_OK) {
             where *dw = calloc(1, sizeof *dw);
             dw->b.n = (int)W;
-            tt_exec_init(&ex, d, W);
+            rc = tt_exec_init(&ex, d, W);
+            CHECK(rc == TT_OK, "tt_exec_init: %s", tt_strerror(rc));
             atomic_store(&peak, 0);
             rc = tt_broadcast(&ex, bcast_where, dw);
             CHECK(rc == TT_OK && atomic_load(&dw->bad) == 0, "dedicated broadcast: %s",
@@ -347,7 +352,8 @@ int main(int argc, char **argv)
                 CHECK(CPU_EQUAL(&dw->cpus[k], &proc),
                       "private member %u sits on %d CPUs, the process has %d", k,
                       CPU_COUNT(&dw->cpus[k]), CPU_COUNT(&proc));
-            tt_exec_init(&ex, d, W);
+            rc = tt_exec_init(&ex, d, W);
+            CHECK(rc == TT_OK, "tt_exec_init: %s", tt_strerror(rc));
             rc = tt_fork(&ex, 3, fork_job, (void *)0);
             CHECK(rc == TT_OK && atomic_load(&peak) <= (int)W,
                   "dedicated fork tree: %s, peak %d", tt_strerror(rc), atomic_load(&peak));

@@ -1545,7 +1545,7 @@ static int lc_child_forked(void *arg)
     tt_pool *p = lc_pool(2, LC_DEFAULT);
     if (p) {
         lc_fk g = {.def = p, .ded = lc_pool(2, LC_NAMED)};
-        tt_exec_init(&g.pre, p, 2);
+        TT_CHECK(tt_exec_init(&g.pre, p, 2) == TT_OK, "grandchild: tt_exec_init");
         int st = lc_fork_run((lc_child_fn)lc_forked_checks, &g, 10);
         TT_CHECK(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "grandchild: status 0x%x", st);
         lc_destroy(g.ded);
@@ -1654,10 +1654,15 @@ static void *lc_bg_entries(void *arg)
     lc_bg *b = arg;
     while (!atomic_load(&b->stop)) {
         tt_exec ex;
-        if (tt_exec_init(&ex, b->f->def, 2) == TT_OK)
-            tt_for_ranges(&ex, 64, 1, lc_noop_range, NULL);
-        if (tt_exec_init(&ex, b->f->ded, 2) == TT_OK)
-            tt_broadcast(&ex, lc_noop_bcast, NULL);
+        /* The parent's entries run while children fork off: each runs. */
+        if (tt_exec_init(&ex, b->f->def, 2) == TT_OK) {
+            int rc = tt_for_ranges(&ex, 64, 1, lc_noop_range, NULL);
+            TT_CHECK(rc == TT_OK, "background ranges: %s", tt_status_name(rc));
+        }
+        if (tt_exec_init(&ex, b->f->ded, 2) == TT_OK) {
+            int rc = tt_broadcast(&ex, lc_noop_bcast, NULL);
+            TT_CHECK(rc == TT_OK, "background broadcast: %s", tt_status_name(rc));
+        }
         atomic_fetch_add(&b->loops, 1);
     }
     return NULL;
@@ -1794,8 +1799,9 @@ static void lc_spin_job(void *arg, unsigned i, tt_exec *c)
 static void *lc_spin_thread(void *arg)
 {
     tt_exec ex;
-    if (tt_exec_init(&ex, arg, 2) == TT_OK)
-        tt_fork(&ex, 2, lc_spin_job, NULL);
+    /* Never returns: the process exits while the jobs spin. */
+    if (tt_exec_init(&ex, arg, 2) == TT_OK && tt_fork(&ex, 2, lc_spin_job, NULL) != TT_OK)
+        TT_CHECK(0, "the spinning fork was refused");
     return NULL;
 }
 
@@ -1820,7 +1826,7 @@ static int lc_child_exit_alive(void *arg)
     tt_team *team = NULL;
     tt_exec lead;
     if (tp && tt_pool_into_team(tp, 2, &team) == TT_OK)
-        tt_team_lead(team, 2, &lead);
+        TT_CHECK(tt_team_lead(team, 2, &lead) == TT_OK, "tt_team_lead");
     if (variant == 1 && lc_exit_pools[0]) {
         pthread_t t;
         pthread_create(&t, NULL, lc_spin_thread, lc_exit_pools[0]);
@@ -1887,7 +1893,8 @@ static void lc_exit_section(void *arg, tt_section *s)
 
 static void lc_exit_scope(void *arg, tt_scope *s)
 {
-    tt_scope_run(s, lc_exit_section, arg);
+    int rc = tt_scope_run(s, lc_exit_section, arg); /* never returns */
+    TT_CHECK(0, "tt_scope_run returned %s", tt_status_name(rc));
 }
 
 static void lc_exit_ext(void *arg, unsigned w)
@@ -1905,22 +1912,25 @@ static TT_TEST_UNUSED int lc_child_exit_member(void *arg)
         return 1;
     lc_use(p);
     tt_exec ex;
-    tt_exec_init(&ex, p, 2);
+    if (tt_exec_init(&ex, p, 2) != TT_OK)
+        return 2;
+    int rc;
     switch (variant / 2) {
     case 0:
-        tt_fork(&ex, 2, lc_exit_job, NULL);
+        rc = tt_fork(&ex, 2, lc_exit_job, NULL);
         break;
     case 1:
-        tt_broadcast(&ex, lc_exit_bcast, NULL);
+        rc = tt_broadcast(&ex, lc_exit_bcast, NULL);
         break;
     case 2:
-        tt_team_scope(&ex, lc_exit_scope, NULL);
+        rc = tt_team_scope(&ex, lc_exit_scope, NULL);
         break;
     default:
-        tt_external(&ex, lc_exit_ext, NULL);
+        rc = tt_external(&ex, lc_exit_ext, NULL);
         break;
     }
-    return 3; /* not reached: the member exited the process */
+    /* Not reached: the member exited the process (a refusal returns 4). */
+    return rc == TT_OK ? 3 : 4;
 }
 
 START_TEST(lc_exit_from_member)

@@ -233,7 +233,8 @@ static void lm_parent_scope(void *arg, tt_scope *s)
 {
     (void)arg;
     lm_all_entries_refuse(lm_parent, TT_ECONSUMED, "the parent from the scope callback");
-    tt_scope_run(s, lm_parent_section, NULL);
+    int rc = tt_scope_run(s, lm_parent_section, NULL);
+    TT_CHECK(rc == TT_OK, "tt_scope_run: %s", tt_status_name(rc));
 }
 
 START_TEST(lm_entry_on_parent_inside)

@@ -61,7 +61,8 @@ static void r_section(void *arg, tt_section *s)
 }
 static void r_scope(void *arg, tt_scope *scope)
 {
-    tt_scope_run(scope, r_section, arg);
+    int rc = tt_scope_run(scope, r_section, arg);
+    TT_CHECK(rc == TT_OK, "tt_scope_run: %s", tt_status_name(rc));
 }
 
 static int one_entry(race *r, int kind, tt_exec *ex)
@@ -480,8 +481,11 @@ static void *dw_holder(void *arg)
 {
     doom_window *d = arg;
     tt_exec ex;
-    if (tt_exec_init(&ex, d->pool, 2) == TT_OK)
-        (void)tt_fork(&ex, 2, dw_job, d);
+    /* The fork runs (its job dooms the pool from inside it). */
+    if (tt_exec_init(&ex, d->pool, 2) == TT_OK) {
+        int rc = tt_fork(&ex, 2, dw_job, d);
+        TT_CHECK(rc == TT_OK, "the holder's fork: %s", tt_status_name(rc));
+    }
     return NULL;
 }
 

@@ -19,6 +19,15 @@
 #include "threadteam.h"
 #include "tt_test.h"
 
+/* tt_scope_run from a scope callback (any thread; the callbacks return
+ * void): a code other than TT_OK is a failed check. */
+#define RUN_OK(scope, fn, arg)                                                 \
+    do {                                                                       \
+        int run_rc_ = tt_scope_run(scope, fn, arg);                            \
+        TT_CHECK(run_rc_ == TT_OK, "tt_scope_run(%s): %s", #fn,                \
+                 tt_status_name(run_rc_));                                     \
+    } while (0)
+
 static unsigned quick_div(void)
 {
     const char *q = getenv("TT_TEST_QUICK");
@@ -178,14 +187,16 @@ static void hold_section(void *arg, tt_section *s)
     }
 }
 
-static void hold_scope(void *arg, tt_scope *scope) { tt_scope_run(scope, hold_section, arg); }
+static void hold_scope(void *arg, tt_scope *scope) { RUN_OK(scope, hold_section, arg); }
 
 static void *holder_main(void *arg)
 {
     holder *h = arg;
     tt_exec ex;
-    tt_exec_init(&ex, h->pool, tt_pool_width(h->pool));
-    tt_team_scope(&ex, hold_scope, h);
+    int rc = tt_exec_init(&ex, h->pool, tt_pool_width(h->pool));
+    if (rc == TT_OK)
+        rc = tt_team_scope(&ex, hold_scope, h);
+    TT_CHECK(rc == TT_OK, "the holder's scope: %s", tt_status_name(rc));
     return NULL;
 }
 
@@ -256,7 +267,7 @@ typedef struct lead_call {
 static void lead_scope(void *arg, tt_scope *scope)
 {
     lead_call *lc = arg;
-    tt_scope_run(scope, count_section, (void *)&lc->ran);
+    RUN_OK(scope, count_section, (void *)&lc->ran);
     /* Still the leader here: the role ends after the entry returns. */
     atomic_fetch_sub(&lc->lr->inside, 1);
 }
@@ -389,7 +400,7 @@ static void tu_section(void *arg, tt_section *s)
     tt_section_barrier(s);
 }
 
-static void tu_child_scope(void *arg, tt_scope *sub) { tt_scope_run(sub, tu_section, arg); }
+static void tu_child_scope(void *arg, tt_scope *sub) { RUN_OK(sub, tu_section, arg); }
 
 static void tu_job(void *arg, unsigned i, tt_exec *child)
 {
@@ -551,7 +562,7 @@ static void gap_scope(void *arg, tt_scope *scope)
     for (unsigned i = 0; i < g->sections; i++) {
         if (g->gap_us)
             usleep(g->gap_us);
-        tt_scope_run(scope, gap_section, g);
+        RUN_OK(scope, gap_section, g);
     }
 }
 
@@ -564,7 +575,7 @@ static void barrier_scope(void *arg, tt_scope *scope)
 {
     barrier_arg *b = arg;
     for (unsigned i = 0; i < b->n; i++)
-        tt_scope_run(scope, barrier_section, &b->ran);
+        RUN_OK(scope, barrier_section, &b->ran);
 }
 
 /* The throttle itself: a throttled spin ends after 100 polls whatever the
@@ -661,7 +672,7 @@ static void pin_section(void *arg, tt_section *s)
     pp->cpu_of_rank[r] = tt_first_cpu_of(&set, -1);
 }
 
-static void pin_scope(void *arg, tt_scope *scope) { tt_scope_run(scope, pin_section, arg); }
+static void pin_scope(void *arg, tt_scope *scope) { RUN_OK(scope, pin_section, arg); }
 
 static void mask_bcast(void *arg, unsigned i)
 {
@@ -745,7 +756,7 @@ static void cons_section(void *arg, tt_section *s)
     atomic_fetch_sub(&c->live, 1);
 }
 
-static void cons_sub(void *arg, tt_scope *sub) { tt_scope_run(sub, cons_section, arg); }
+static void cons_sub(void *arg, tt_scope *sub) { RUN_OK(sub, cons_section, arg); }
 
 static void cons_job(void *arg, unsigned i, tt_exec *child)
 {

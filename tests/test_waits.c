@@ -370,8 +370,10 @@ static void uneven_section(void *arg, tt_section *s)
 
 static void uneven_scope(void *arg, tt_scope *scope)
 {
-    for (unsigned i = 0; i < 20; i++)
-        tt_scope_run(scope, uneven_section, arg);
+    for (unsigned i = 0; i < 20; i++) {
+        int rc = tt_scope_run(scope, uneven_section, arg);
+        TT_CHECK(rc == TT_OK, "tt_scope_run: %s", tt_status_name(rc));
+    }
 }
 
 static void uneven_job(void *arg, unsigned i, tt_exec *child)
