@@ -210,19 +210,6 @@ template <class Fn> inline void guarded(carrier &c, Fn &&fn) noexcept
 
 template <class> inline constexpr bool always_false = false;
 
-/* tt_section_barrier returns the section's failure code where the library
- * has it (int), or nothing (void) in a library whose barrier cannot be
- * released by a failure. */
-template <class S> inline int section_barrier(S *s) noexcept
-{
-    if constexpr (std::is_void_v<decltype(tt_section_barrier(s))>) {
-        tt_section_barrier(s);
-        return TT_OK;
-    } else {
-        return tt_section_barrier(s);
-    }
-}
-
 } // namespace detail
 
 class pool;
@@ -298,6 +285,14 @@ class exec {
         return c;
     }
     exec reborrow() && = delete; /* the child of a temporary would dangle */
+
+    /** In a fork job, on the job's child token (also after the job moved
+     *  it or used it for an entry): end the fork with `code` (nonzero),
+     *  tt_fork_fail. The fork's jobs not yet started do not run, and the
+     *  fork throws tt::error(code) (try_fork returns it) after the started
+     *  ones ended. A job may also just throw. */
+    void fail(int code) { detail::check(try_fail(code)); }
+    [[nodiscard]] int try_fail(int code) noexcept { return tt_fork_fail(p_, code); }
 
     /** End the token without an entry (tt_exec_finish). */
     void finish() && noexcept
@@ -501,7 +496,8 @@ class exec {
             exec ch(borrow_tag{}, child);
             if (x->c.failed())
                 return; /* a job started after a throw: skipped */
-            detail::guarded(x->c, [&] { call_job(*x->f, i, ch); });
+            detail::guarded(x->c, [&] { call_job(*x->f, i, ch); },
+                            [&](int code) noexcept { (void)tt_fork_fail(child, code); });
         }
     };
 
@@ -810,7 +806,7 @@ class section {
      *  the scope's code, so that the participant leaves the section. */
     void barrier() { detail::check(try_barrier()); }
     /** TT_OK, or the scope's failure code once it failed. */
-    [[nodiscard]] int try_barrier() noexcept { return detail::section_barrier(s_); }
+    [[nodiscard]] int try_barrier() noexcept { return tt_section_barrier(s_); }
     /** tt_section_fail: fail the scope with `code` (nonzero). */
     void fail(int code) { detail::check(tt_section_fail(s_, code)); }
     tt_section *native() noexcept { return s_; }
@@ -922,7 +918,8 @@ class scope {
             exec ch(exec::borrow_tag{}, child);
             if (x->c.failed())
                 return;
-            detail::guarded(x->c, [&] { exec::call_job(*x->f, i, ch); });
+            detail::guarded(x->c, [&] { exec::call_job(*x->f, i, ch); },
+                            [&](int code) noexcept { (void)tt_fork_fail(child, code); });
         }
     };
     template <class F> int fork_impl(unsigned jobs, F &f)

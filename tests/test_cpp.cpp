@@ -107,6 +107,29 @@ TT_CASE(reborrow_phases_and_limit)
     TT_EXPECT(l.max <= 2);
 }
 
+TT_CASE(a_job_fails_its_fork_with_a_code)
+{
+    tt::pool pool = tt_test::make_pool(2);
+    for (unsigned it = 0; it < tt_test::iters(100); it++) {
+        std::atomic<unsigned> ran{0};
+        TT_EXPECT_THROW(std::move(pool.token(2)).fork(100,
+                                                      [&](unsigned i, tt::exec &&child) {
+                                                          ran++;
+                                                          tt::exec mine = std::move(child);
+                                                          if (i == 0)
+                                                              mine.fail(1234);
+                                                          tt_test::spin_us(5);
+                                                      }),
+                        tt::error, e.code() == 1234);
+        TT_EXPECT(ran < 100);
+        int rc = std::move(pool.token(2)).try_fork(4, [&](unsigned i, tt::exec &child) {
+            if (i == 3)
+                TT_EXPECT(child.try_fail(77) == TT_OK);
+        });
+        TT_EXPECT(rc == 77);
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Budget conservation at every depth, counted in user code                  */
 /* ------------------------------------------------------------------------ */
