@@ -351,40 +351,48 @@ static int fail_get(const tt__ctl *c)
     return c->fail ? atomic_load_explicit(c->fail, memory_order_acquire) : 0;
 }
 
-/* Set the barrier failure of block c (the first code wins there too) and
- * move its generation after, so that a participant waiting in a barrier for
- * one that left the section wakes and returns the code. */
-static void bar_fail_set(tt__ctl *c, int code)
-{
-    int none = 0;
-    if (atomic_compare_exchange_strong_explicit(&c->bar_fail, &none, code, memory_order_acq_rel,
-                                                memory_order_acquire))
-        tt__event_bump(&c->bar_gen, ctl_stats(c));
-}
+/*
+ * The section barrier and failures. The release generation bar_gen moves by
+ * BAR_STEP per completed barrier, and its two low bits say why a waiter was
+ * let go: BAR_FAILED, set (one add, by the failing participant) when a
+ * participant of this very section fails it (tt_section_fail), which
+ * releases the participants waiting for one that left the section; and
+ * BAR_DONE_FAILED, stored with the completion by the last arriver of a
+ * barrier that finds the scope failed elsewhere (its leader, another group
+ * of a split: those never leave this section's participants waiting), so
+ * that all of its participants return the code alike. The failure itself
+ * is bar_fail, stored before either move of the generation.
+ *
+ * A participant reads the generation, then bar_fail: a failure it missed
+ * moves the generation after its read, so a participant that arrives and
+ * waits is woken either by the last arrival or by that move. It returns
+ * TT_OK when the barrier completed (every participant arrived) without a
+ * failure at completion, the code otherwise; and once bar_fail is set,
+ * every later barrier of the section returns it without arriving, so the
+ * participants that got the code may leave the section. A barrier cannot
+ * both complete and be released by a failure: the failing participant
+ * never arrives at it.
+ */
+enum { BAR_FAILED = 1u, BAR_DONE_FAILED = 2u, BAR_STEP = 4u };
 
 int tt_section_fail(tt_section *s, int code)
 {
     if (!s || !s->c || !s->c->fail || code == 0)
         return TT_EINVAL;
     (void)fail_set(s->c->fail, code);
-    if (s->size > 1)
-        bar_fail_set(s->c, fail_get(s->c));
+    tt__ctl *c = s->c;
+    int none = 0;
+    if (s->size > 1 &&
+        atomic_compare_exchange_strong_explicit(&c->bar_fail, &none, fail_get(c),
+                                                memory_order_acq_rel, memory_order_acquire)) {
+        /* The first failure of this section: the generation's low bits are
+         * clear here (a barrier completed with BAR_DONE_FAILED set
+         * bar_fail first), so the add sets BAR_FAILED. */
+        tt__event_bump(&c->bar_gen, ctl_stats(c));
+    }
     return TT_OK;
 }
 
-/*
- * The section barrier and failures. A barrier's result comes from the
- * block's bar_fail only, which is set by a participant of this very section
- * (tt_section_fail) or by the last arriver of a barrier (a failure from
- * elsewhere: the scope's leader, another group of a split, which never
- * leaves this section's participants waiting), and every store to it is
- * followed by a move of bar_gen by the same thread. A participant reads the
- * generation, then bar_fail, then arrives and waits for the generation to
- * move: so a participant that waits either saw no failure and is woken by
- * the move that follows it, or by the last arrival. Once bar_fail is set,
- * every barrier of the section returns it without arriving; participants
- * that got the code may leave the section, and nobody waits for them.
- */
 int tt_section_barrier(tt_section *s)
 {
     if (!s || !s->c)
@@ -398,6 +406,7 @@ int tt_section_barrier(tt_section *s)
     int code = atomic_load_explicit(&c->bar_fail, memory_order_acquire);
     if (code != 0)
         return code; /* a failed section waits for nobody */
+    TT__ASSERT((g & (BAR_STEP - 1)) == 0);
     uint32_t arrived = atomic_fetch_add_explicit(&c->bar_count, 1, memory_order_acq_rel) + 1;
     if (arrived == s->size) {
         /* Last: reset for the next barrier of this section before the
@@ -405,21 +414,27 @@ int tt_section_barrier(tt_section *s)
          * failure of the scope from elsewhere is told to every participant
          * of this barrier alike. */
         atomic_store_explicit(&c->bar_count, 0, memory_order_relaxed);
+        uint32_t next = g + BAR_STEP;
         if ((code = fail_get(c)) != 0) {
             int none = 0;
-            atomic_compare_exchange_strong_explicit(&c->bar_fail, &none, code,
-                                                    memory_order_acq_rel, memory_order_acquire);
+            if (!atomic_compare_exchange_strong_explicit(&c->bar_fail, &none, code,
+                                                         memory_order_acq_rel,
+                                                         memory_order_acquire))
+                code = none;
+            next |= BAR_DONE_FAILED;
         }
-        tt__event_post(&c->bar_gen, g + 1, ctl_stats(c));
-        return atomic_load_explicit(&c->bar_fail, memory_order_acquire);
+        tt__event_post(&c->bar_gen, next, ctl_stats(c));
+        return code;
     }
     tt__wait_stats *st = ctl_stats(c);
     tt__wait_policy tmp;
-    tt__event_wait_ne(&c->bar_gen, g, team_pol(c, &tmp, st), st,
-                      st ? &st->barrier_sleeps : NULL);
-    /* Released by the last arriver, or by a failure (then bar_count keeps
-     * this barrier's arrivals: no barrier of the section counts again,
-     * and the next section resets it). */
+    uint32_t v = tt__event_wait_ne(&c->bar_gen, g, team_pol(c, &tmp, st), st,
+                                   st ? &st->barrier_sleeps : NULL);
+    if ((v & ~(uint32_t)(BAR_STEP - 1)) != g && !(v & BAR_DONE_FAILED))
+        return TT_OK; /* completed (a failure after it is the next one's) */
+    /* Released by a failure (this barrier's arrivals stay in bar_count: no
+     * barrier of the section counts again, and the next section resets
+     * it), or completed after the scope failed. */
     return atomic_load_explicit(&c->bar_fail, memory_order_acquire);
 }
 
@@ -465,7 +480,13 @@ int tt_scope_run_with(tt_scope *scope, unsigned width, tt_section_fn section, vo
     c->fn = section;
     c->arg = arg;
     c->width = width;
+    /* The barrier starts clean: no failure, and a generation whose low
+     * bits (why the last section's waiters were let go) are clear. Nobody
+     * waits on it between sections; the command's post publishes both. */
     atomic_store_explicit(&c->bar_fail, 0, memory_order_relaxed);
+    uint32_t bg = atomic_load_explicit(&c->bar_gen.word, memory_order_relaxed);
+    if (bg & (BAR_STEP - 1))
+        atomic_store_explicit(&c->bar_gen.word, (bg | (BAR_STEP - 1)) + 1, memory_order_relaxed);
     if (width == 1) {
         /* A section of one runs on the leader; nobody else is woken. */
         run_section(c, 0);

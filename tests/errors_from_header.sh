@@ -10,7 +10,7 @@ awk '
 /\/\*\*/ { doc = ""; indoc = 1 }
 indoc { doc = doc " " $0 }
 /\*\// { indoc = 0; next }
-/^[a-z][a-z_ *]*[ *]tt_[a-z_]+\(/ {
+/^(TT_NODISCARD )?[a-z][a-z_ *]*[ *]tt_[a-z_]+\(/ {
     name = $0; sub(/\(.*/, "", name); sub(/.*[ *]/, "", name)
     text = doc; doc = ""
     p = match(text, /(Errors|Refusal)/)

@@ -349,6 +349,345 @@ START_TEST(test_fork_arg_and_serial)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* tt_fork_fail: errors out of jobs                                          */
+/* ------------------------------------------------------------------------ */
+
+enum { FAIL_A = 1001, FAIL_B = 1002 };
+
+typedef struct fail_rec {
+    unsigned fail_at;          /* the job that fails                       */
+    _Atomic int started[MAX_JOBS];
+    _Atomic int finished[MAX_JOBS];
+    tt_flag failed;            /* set once the failing job's call returned */
+    _Atomic int bad;
+} fail_rec;
+
+static fail_rec g_fail;
+
+static unsigned count_set(_Atomic int *a, unsigned n)
+{
+    unsigned c = 0;
+    for (unsigned i = 0; i < n; i++)
+        c += atomic_load(&a[i]) != 0;
+    return c;
+}
+
+/* Job fail_at fails the fork (twice: the first code wins, the second call
+ * is still TT_OK); every other job that started waits until the failure
+ * is stored, so that no job can start after it unless the fork starts
+ * jobs after a failure. Every job marks its end after a short spin: the
+ * fork must return only after every started job ended. */
+static void failing_job(void *arg, unsigned i, tt_exec *child)
+{
+    fail_rec *f = arg;
+    if (i >= MAX_JOBS)
+        return;
+    atomic_store(&f->started[i], 1);
+    if (atomic_load(&f->failed.v))
+        atomic_fetch_add(&f->bad, 1); /* started after the failure */
+    if (i == f->fail_at) {
+        if (tt_fork_fail(child, FAIL_A) != TT_OK || tt_fork_fail(child, FAIL_B) != TT_OK)
+            atomic_fetch_add(&f->bad, 1);
+        tt_flag_set(&f->failed, 1);
+    } else if (!tt_flag_wait_ge(&f->failed, 1, 10)) {
+        atomic_fetch_add(&f->bad, 1); /* a hang: the failing job never ran */
+    }
+    tt_spin_us(200);
+    atomic_store(&f->finished[i], 1);
+}
+
+START_TEST(test_fork_fail_skips_unstarted)
+{
+    tt_pool *pool = tt_make_pool(4);
+    unsigned w = tt_pool_width(pool);
+    unsigned rounds = tt_iters(20);
+    for (unsigned round = 0; round < rounds; round++) {
+        for (unsigned b = 1; b <= w; b++) {
+            for (unsigned jobs = 1; jobs <= 40; jobs += 13) {
+                tt_exec ex;
+                ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
+                memset(&g_fail, 0, sizeof g_fail);
+                /* The first job taken (0), or, with jobs <= budget, any. */
+                g_fail.fail_at = jobs <= b ? round % jobs : 0;
+                int rc = tt_fork(&ex, jobs, failing_job, &g_fail);
+                ck_assert_msg(rc == FAIL_A, "budget %u, jobs %u: tt_fork gave %d", b, jobs, rc);
+                ck_assert_uint_eq(atomic_load(&g_fail.bad), 0);
+                ck_assert(atomic_load(&g_fail.started[g_fail.fail_at]));
+                unsigned started = count_set(g_fail.started, jobs);
+                unsigned finished = count_set(g_fail.finished, jobs);
+                /* At most one job per task started: each other task's
+                 * first job waited for the failure, and no job started
+                 * after it. */
+                ck_assert_msg(started >= 1 && started <= b, "budget %u, jobs %u: %u started", b,
+                              jobs, started);
+                ck_assert_msg(finished == started, "tt_fork returned with %u of %u jobs ended",
+                              finished, started);
+                ck_assert_int_eq(tt_fork(&ex, 1, failing_job, &g_fail), TT_ECONSUMED);
+            }
+        }
+    }
+    tt_free_pool(pool);
+}
+END_TEST
+
+/* Every job fails with its own code at once: the fork returns one of them,
+ * and a job whose code lost still got TT_OK. */
+typedef struct race_fail {
+    _Atomic int codes_ok;
+    _Atomic int ran;
+} race_fail;
+
+static void every_job_fails(void *arg, unsigned i, tt_exec *child)
+{
+    race_fail *r = arg;
+    atomic_fetch_add(&r->ran, 1);
+    if (tt_fork_fail(child, 2000 + (int)i) == TT_OK)
+        atomic_fetch_add(&r->codes_ok, 1);
+}
+
+START_TEST(test_fork_fail_first_wins)
+{
+    tt_pool *pool = tt_make_pool(4);
+    unsigned w = tt_pool_width(pool);
+    for (unsigned round = 0; round < tt_iters(200); round++) {
+        unsigned b = 1 + round % w, jobs = b;
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
+        race_fail r = {0};
+        int rc = tt_fork(&ex, jobs, every_job_fails, &r);
+        unsigned ran = (unsigned)atomic_load(&r.ran);
+        ck_assert_msg(rc >= 2000 && rc < 2000 + (int)jobs, "fork gave %d", rc);
+        ck_assert_int_eq(atomic_load(&r.codes_ok), (int)ran);
+        ck_assert_uint_ge(ran, 1);
+    }
+    tt_free_pool(pool);
+}
+END_TEST
+
+/* The inline path: a budget-1 token and a serial token run the jobs in
+ * order on the caller; job 2 fails, jobs 3.. never run. */
+static void inline_fail_job(void *arg, unsigned i, tt_exec *child)
+{
+    _Atomic int *ran = arg;
+    atomic_store(&ran[i], 1);
+    if (i == 2)
+        TT_CHECK(tt_fork_fail(child, FAIL_B) == TT_OK, "inline tt_fork_fail");
+}
+
+START_TEST(test_fork_fail_inline)
+{
+    tt_pool *pool = tt_make_pool(2);
+    for (int kind = 0; kind < 2; kind++) {
+        tt_exec ex;
+        if (kind == 0)
+            ck_assert_int_eq(tt_exec_init(&ex, pool, 1), TT_OK);
+        else
+            tt_exec_init_serial(&ex);
+        _Atomic int ran[8] = {0};
+        ck_assert_int_eq(tt_fork(&ex, 8, inline_fail_job, ran), FAIL_B);
+        for (unsigned i = 0; i < 8; i++)
+            ck_assert_msg(atomic_load(&ran[i]) == (i <= 2), "%s token: job %u ran %d",
+                          kind ? "serial" : "budget-1", i, atomic_load(&ran[i]));
+    }
+    tt_assert_no_failures();
+    tt_free_pool(pool);
+}
+END_TEST
+
+/* Nested: a job's inner fork fails; the job passes the code on through its
+ * own (consumed) child, or does not, and then the outer fork is TT_OK. */
+static void inner_fail_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)arg;
+    if (i == 1)
+        TT_CHECK(tt_fork_fail(child, FAIL_A) == TT_OK, "inner tt_fork_fail");
+}
+
+static void outer_job(void *arg, unsigned i, tt_exec *child)
+{
+    bool pass_on = *(bool *)arg;
+    int rc = tt_fork(child, 3, inner_fail_job, NULL);
+    TT_CHECK(rc == FAIL_A, "job %u: the inner fork gave %d", i, rc);
+    if (pass_on && rc != TT_OK)
+        TT_CHECK(tt_fork_fail(child, rc) == TT_OK, "passing the code on (child consumed)");
+}
+
+START_TEST(test_fork_fail_nested)
+{
+    tt_pool *pool = tt_make_pool(4);
+    for (unsigned b = 1; b <= tt_pool_width(pool); b++) {
+        for (int pass_on = 0; pass_on < 2; pass_on++) {
+            tt_exec ex;
+            ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
+            bool p = pass_on;
+            ck_assert_int_eq(tt_fork(&ex, 2, outer_job, &p), pass_on ? FAIL_A : TT_OK);
+        }
+    }
+    tt_assert_no_failures();
+    tt_free_pool(pool);
+}
+END_TEST
+
+/* tt_scope_fork and a fork on a token with team authority. */
+typedef struct scope_fail_ctx {
+    int fork_rc, failed_after, team_fork_rc, failed_after_team;
+    _Atomic int started[16];
+    _Atomic int bad;
+} scope_fail_ctx;
+
+static void scope_fail_job(void *arg, unsigned i, tt_exec *child)
+{
+    scope_fail_ctx *c = arg;
+    atomic_store(&c->started[i], 1);
+    if (i == 0 && tt_fork_fail(child, FAIL_B) != TT_OK)
+        atomic_fetch_add(&c->bad, 1);
+}
+
+static void scope_fail_fn(void *arg, tt_scope *scope)
+{
+    scope_fail_ctx *c = arg;
+    /* A fork on a reborrowed team token: its own code, the scope unfailed. */
+    tt_exec t;
+    c->team_fork_rc = tt_fork(tt_scope_reborrow(scope, &t), 1, scope_fail_job, c);
+    c->failed_after_team = tt_scope_failed(scope);
+    memset((void *)c->started, 0, sizeof c->started);
+    /* 16 jobs, job 0 fails at once: the scope fails. */
+    c->fork_rc = tt_scope_fork(scope, 16, scope_fail_job, c);
+    c->failed_after = tt_scope_failed(scope);
+}
+
+START_TEST(test_fork_fail_scope_fork)
+{
+    tt_pool *pool = tt_make_pool(3);
+    for (unsigned b = 1; b <= tt_pool_width(pool); b++) {
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
+        scope_fail_ctx c = {0};
+        ck_assert_int_eq(tt_team_scope(&ex, scope_fail_fn, &c), FAIL_B);
+        ck_assert_int_eq(c.team_fork_rc, FAIL_B);
+        ck_assert_int_eq(c.failed_after_team, 0);
+        ck_assert_int_eq(c.fork_rc, FAIL_B);
+        ck_assert_int_eq(c.failed_after, FAIL_B);
+        ck_assert_int_eq(atomic_load(&c.bad), 0);
+        /* Job 0 failed when taken first; each other group ran at most the
+         * jobs it took before it could see the failure: never all 16. */
+        unsigned started = count_set(c.started, 16);
+        ck_assert_msg(atomic_load(&c.started[0]) && started < 16, "%u of 16 jobs started",
+                      started);
+    }
+    tt_free_pool(pool);
+}
+END_TEST
+
+/* Misuse: NULL, code 0, tokens that are no job's child, a byte copy of a
+ * child, another thread. */
+typedef struct misuse_ctx {
+    tt_exec *child;
+    int rc;
+} misuse_ctx;
+
+static void *fail_other_thread(void *arg)
+{
+    misuse_ctx *m = arg;
+    m->rc = tt_fork_fail(m->child, FAIL_A);
+    return NULL;
+}
+
+static void misuse_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)arg;
+    (void)i;
+    TT_CHECK(tt_fork_fail(child, 0) == TT_EINVAL, "code 0");
+    tt_exec r;
+    TT_CHECK(tt_fork_fail(tt_exec_reborrow(child, &r), FAIL_A) == TT_EINVAL, "a reborrow");
+    tt_exec copy;
+    memcpy(&copy, child, sizeof copy);
+    TT_CHECK(tt_fork_fail(&copy, FAIL_A) == TT_ECOPY, "a byte copy");
+    misuse_ctx m = {child, -1};
+    pthread_t t;
+    if (pthread_create(&t, NULL, fail_other_thread, &m) == 0) {
+        pthread_join(t, NULL);
+        TT_CHECK(m.rc == TT_EWRONGTHREAD, "another thread: %s", tt_status_name(m.rc));
+    }
+}
+
+START_TEST(test_fork_fail_misuse)
+{
+    ck_assert_int_eq(tt_fork_fail(NULL, FAIL_A), TT_EINVAL);
+    tt_pool *pool = tt_make_pool(2);
+    tt_exec ex;
+    ck_assert_int_eq(tt_exec_init(&ex, pool, 2), TT_OK);
+    ck_assert_int_eq(tt_fork_fail(&ex, FAIL_A), TT_EINVAL); /* a root */
+    tt_exec serial;
+    tt_exec_init_serial(&serial);
+    ck_assert_int_eq(tt_fork_fail(&serial, FAIL_A), TT_EINVAL);
+    tt_exec bad;
+    memset(&bad, 0xab, sizeof bad);
+    ck_assert_int_eq(tt_fork_fail(&bad, FAIL_A), TT_EINVAL); /* never minted */
+    /* Misuse changes nothing: the fork still returns TT_OK. */
+    ck_assert_int_eq(tt_fork(&ex, 2, misuse_job, NULL), TT_OK);
+    tt_exec_finish(&serial);
+    tt_assert_no_failures();
+    tt_free_pool(pool);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Hand-out as tasks free up                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Jobs 0 and 1 are long and 2, 3 short, at budget 2. With fixed blocks one
+ * task ran 0 then 1; handed out as tasks free up, 0 and 1 run at once
+ * (each waits, with a timeout, until the other started) and the short jobs
+ * follow on whichever task frees first. */
+typedef struct handout {
+    tt_flag started[4];
+    _Atomic int overlap_missed;
+    _Atomic int order_bad;
+    _Atomic int done[4];
+} handout;
+
+static void handout_job(void *arg, unsigned i, tt_exec *child)
+{
+    handout *h = arg;
+    (void)child;
+    tt_flag_set(&h->started[i], 1);
+    if (i < 2) {
+        if (!tt_flag_wait_ge(&h->started[1 - i], 1, 5))
+            atomic_fetch_add(&h->overlap_missed, 1);
+        tt_sleep_us(2000);
+    } else if (!atomic_load(&h->done[0]) && !atomic_load(&h->done[1])) {
+        atomic_fetch_add(&h->order_bad, 1); /* a short job before any long one ended */
+    }
+    atomic_store(&h->done[i], 1);
+}
+
+START_TEST(test_fork_hands_out_as_tasks_free)
+{
+#if TT_PARALLEL_ENABLED
+    tt_pool *pool = tt_make_pool(2);
+    if (tt_pool_width(pool) < 2) {
+        tt_free_pool(pool);
+        return;
+    }
+    for (unsigned round = 0; round < tt_iters(20); round++) {
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, pool, 2), TT_OK);
+        handout h;
+        memset(&h, 0, sizeof h);
+        ck_assert_int_eq(tt_fork(&ex, 4, handout_job, &h), TT_OK);
+        ck_assert_msg(atomic_load(&h.overlap_missed) == 0,
+                      "round %u: the two long jobs did not run at once", round);
+        ck_assert_int_eq(atomic_load(&h.order_bad), 0);
+        for (unsigned i = 0; i < 4; i++)
+            ck_assert(atomic_load(&h.done[i]));
+    }
+    tt_free_pool(pool);
+#endif
+}
+END_TEST
+
 static Suite *fork_suite(void)
 {
     Suite *s = suite_create("fork");
@@ -359,6 +698,14 @@ static Suite *fork_suite(void)
     tc = tt_tcase(s, "nested", 60);
     tcase_add_test(tc, test_fork_nested_from_member);
     tcase_add_test(tc, test_fork_arg_and_serial);
+    tc = tt_tcase(s, "fail", 120);
+    tcase_add_test(tc, test_fork_fail_skips_unstarted);
+    tcase_add_test(tc, test_fork_fail_first_wins);
+    tcase_add_test(tc, test_fork_fail_inline);
+    tcase_add_test(tc, test_fork_fail_nested);
+    tcase_add_test(tc, test_fork_fail_scope_fork);
+    tcase_add_test(tc, test_fork_fail_misuse);
+    tcase_add_test(tc, test_fork_hands_out_as_tasks_free);
     return s;
 }
 

@@ -691,7 +691,7 @@ static void lm_bad_scope_args(void *arg, tt_scope *scope)
     TT_CHECK(tt_scope_reborrow(scope, NULL) == NULL, "reborrow into NULL");
     TT_CHECK(tt_scope_size(NULL) == 0 && tt_section_rank(NULL) == 0 && tt_section_size(NULL) == 0,
              "NULL accessors");
-    tt_section_barrier(NULL); /* returns */
+    TT_CHECK(tt_section_barrier(NULL) == TT_EINVAL, "barrier on NULL");
 }
 
 START_TEST(lm_scope_bad_args)

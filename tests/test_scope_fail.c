@@ -80,7 +80,8 @@ START_TEST(scope_function_fails)
 END_TEST
 
 /* Every participant fails, one after another between barriers: rank 0's
- * code (the first) wins, and the barriers still complete. */
+ * code (the first) wins, and the barriers (which return the code once the
+ * section failed) never hang. */
 static void section_fails(void *arg, tt_section *s)
 {
     fail_ctx *f = arg;
@@ -264,6 +265,256 @@ START_TEST(fail_misuse)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Barriers that a failure releases                                          */
+/* ------------------------------------------------------------------------ */
+
+enum { BARRIERS = 4 };
+
+typedef struct bar_ctx {
+    unsigned victim;     /* the participant that fails                     */
+    unsigned fail_after; /* ... after passing this many barriers           */
+    _Atomic unsigned arrived[BARRIERS + 1]; /* participants before barrier k */
+    _Atomic int got[8][BARRIERS];           /* what barrier k returned      */
+    _Atomic unsigned ended;
+    _Atomic unsigned bad;
+    unsigned size;
+} bar_ctx;
+
+/* The victim passes `fail_after` barriers, fails and leaves the section at
+ * once (it never reaches the next barrier); the others go through every
+ * barrier and must be released. A participant that got TT_OK from barrier
+ * k saw everyone arrive there. */
+static void victim_section(void *arg, tt_section *s)
+{
+    bar_ctx *b = arg;
+    unsigned r = tt_section_rank(s), n = tt_section_size(s);
+    for (unsigned k = 0; k < BARRIERS; k++) {
+        if (r == b->victim && k == b->fail_after) {
+            if (tt_section_fail(s, CODE_A) != TT_OK)
+                atomic_fetch_add(&b->bad, 1);
+            atomic_fetch_add(&b->ended, 1);
+            return;
+        }
+        atomic_fetch_add(&b->arrived[k], 1);
+        int rc = tt_section_barrier(s);
+        if (r < 8)
+            atomic_store(&b->got[r][k], rc == TT_OK ? 1 : rc == CODE_A ? 2 : 3);
+        if (rc == TT_OK && atomic_load(&b->arrived[k]) != n)
+            atomic_fetch_add(&b->bad, 1); /* released before everyone arrived */
+    }
+    atomic_fetch_add(&b->ended, 1);
+}
+
+static void scope_victim(void *arg, tt_scope *scope)
+{
+    bar_ctx *b = arg;
+    b->size = tt_scope_size(scope);
+    if (tt_scope_run(scope, victim_section, b) != CODE_A)
+        atomic_fetch_add(&b->bad, 1);
+}
+
+START_TEST(barrier_released_by_failure)
+{
+    for (unsigned width = 2; width <= 4; width++) {
+        tt_pool *p = tt_make_pool(width);
+        unsigned w = tt_pool_width(p);
+        for (unsigned it = 0; it < tt_iters(150); it++) {
+            tt_exec ex;
+            ck_assert_int_eq(tt_exec_init(&ex, p, w), TT_OK);
+            bar_ctx b;
+            memset(&b, 0, sizeof b);
+            b.victim = it % w;
+            b.fail_after = (it / w) % BARRIERS;
+            ck_assert_int_eq(tt_team_scope(&ex, scope_victim, &b), CODE_A);
+            ck_assert_uint_eq(atomic_load(&b.bad), 0);
+            ck_assert_uint_eq(atomic_load(&b.ended), b.size);
+            for (unsigned r = 0; r < b.size && r < 8; r++) {
+                if (r == b.victim)
+                    continue;
+                /* Before the failure every barrier completed; from the one
+                 * the victim never reached on, each returned the code. */
+                for (unsigned k = 0; k < BARRIERS; k++) {
+                    int want = k < b.fail_after ? 1 : 2;
+                    ck_assert_msg(atomic_load(&b.got[r][k]) == want,
+                                  "width %u, victim %u after %u: rank %u barrier %u gave %d", w,
+                                  b.victim, b.fail_after, r, k, atomic_load(&b.got[r][k]));
+                }
+            }
+        }
+        tt_free_pool(p);
+    }
+}
+END_TEST
+
+/* A failure from outside a section (another group of a split fails the
+ * scope while this group's section runs its barriers): the section's
+ * participants all arrive, and every one of them sees the same results
+ * (TT_OK up to some barrier, the code from there on). */
+typedef struct split_bar {
+    _Atomic int got[8][BARRIERS];
+    _Atomic unsigned bad;
+    tt_flag go;
+} split_bar;
+
+static void group_section(void *arg, tt_section *s)
+{
+    split_bar *b = arg;
+    unsigned r = tt_section_rank(s);
+    for (unsigned k = 0; k < BARRIERS; k++) {
+        if (k == 1 && r == 0)
+            tt_flag_set(&b->go, 1); /* the other group fails now */
+        tt_spin_us(50);
+        int rc = tt_section_barrier(s);
+        if (r < 8)
+            atomic_store(&b->got[r][k], rc);
+    }
+}
+
+static void split_bar_part(void *arg, unsigned part, tt_scope *sub)
+{
+    split_bar *b = arg;
+    if (part == 0) {
+        int rc = tt_scope_run(sub, group_section, b);
+        if (rc != TT_OK && rc != CODE_B)
+            atomic_fetch_add(&b->bad, 1);
+    } else {
+        tt_flag_wait_ge(&b->go, 1, 10);
+        if (tt_scope_fail(sub, CODE_B) != TT_OK)
+            atomic_fetch_add(&b->bad, 1);
+    }
+}
+
+static void scope_split_bar(void *arg, tt_scope *scope)
+{
+    split_bar *b = arg;
+    if (tt_scope_split(scope, 2, split_bar_part, b) != CODE_B)
+        atomic_fetch_add(&b->bad, 1);
+}
+
+START_TEST(barrier_failure_from_other_group)
+{
+    tt_pool *p = tt_make_pool(4);
+    unsigned w = tt_pool_width(p);
+    if (w < 3) {
+        tt_free_pool(p);
+        return;
+    }
+    for (unsigned it = 0; it < tt_iters(100); it++) {
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, p, w), TT_OK);
+        split_bar b;
+        memset(&b, 0, sizeof b);
+        ck_assert_int_eq(tt_team_scope(&ex, scope_split_bar, &b), CODE_B);
+        ck_assert_uint_eq(atomic_load(&b.bad), 0);
+        unsigned g0 = (w + 1) / 2; /* group 0's participants */
+        bool failed = false;
+        for (unsigned k = 0; k < BARRIERS; k++) {
+            int rc0 = atomic_load(&b.got[0][k]);
+            ck_assert_msg(rc0 == TT_OK || rc0 == CODE_B, "barrier %u gave %d", k, rc0);
+            ck_assert_msg(!failed || rc0 == CODE_B, "TT_OK after the code, barrier %u", k);
+            failed = rc0 == CODE_B;
+            for (unsigned r = 1; r < g0 && r < 8; r++)
+                ck_assert_msg(atomic_load(&b.got[r][k]) == rc0,
+                              "barrier %u: rank 0 got %d, rank %u got %d", k, rc0, r,
+                              atomic_load(&b.got[r][k]));
+        }
+    }
+    tt_free_pool(p);
+}
+END_TEST
+
+/* The next section after a failed one starts clean: a team token's entry
+ * (its own failure code) runs a section whose victim leaves it; then the
+ * scope's own next section synchronises at every barrier again. */
+static void clean_section(void *arg, tt_section *s)
+{
+    bar_ctx *b = arg;
+    unsigned n = tt_section_size(s);
+    for (unsigned k = 0; k < BARRIERS; k++) {
+        atomic_fetch_add(&b->arrived[k], 1);
+        int rc = tt_section_barrier(s);
+        if (rc != TT_OK || atomic_load(&b->arrived[k]) != n)
+            atomic_fetch_add(&b->bad, 1);
+    }
+    atomic_fetch_add(&b->ended, 1);
+}
+
+static void scope_clean(void *arg, tt_scope *scope)
+{
+    bar_ctx *b = arg;
+    if (tt_scope_run(scope, clean_section, b) != TT_OK)
+        atomic_fetch_add(&b->bad, 1);
+}
+
+typedef struct next_ctx {
+    bar_ctx failing, clean;
+    int inner_rc, failed_after;
+} next_ctx;
+
+static void inner_victim_scope(void *arg, tt_scope *scope)
+{
+    bar_ctx *b = arg;
+    b->size = tt_scope_size(scope);
+    int rc = tt_scope_run(scope, victim_section, b);
+    if (rc != TT_OK)
+        tt_scope_fail(scope, rc); /* pass it on: the entry returns it */
+}
+
+static void scope_next_clean(void *arg, tt_scope *scope)
+{
+    next_ctx *c = arg;
+    tt_exec t;
+    c->inner_rc = tt_team_scope(tt_scope_reborrow(scope, &t), inner_victim_scope, &c->failing);
+    c->failed_after = tt_scope_failed(scope);
+    c->clean.size = tt_scope_size(scope);
+    if (tt_scope_run(scope, clean_section, &c->clean) != TT_OK)
+        atomic_fetch_add(&c->clean.bad, 1);
+}
+
+START_TEST(barrier_next_section_clean)
+{
+    tt_pool *p = tt_make_pool(3);
+    unsigned w = tt_pool_width(p);
+    for (unsigned it = 0; it < tt_iters(100); it++) {
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, p, w), TT_OK);
+        next_ctx c;
+        memset(&c, 0, sizeof c);
+        c.failing.victim = w > 1 ? 1 + it % (w - 1) : 0;
+        c.failing.fail_after = it % BARRIERS;
+        ck_assert_int_eq(tt_team_scope(&ex, scope_next_clean, &c), TT_OK);
+        ck_assert_int_eq(c.inner_rc, CODE_A);
+        ck_assert_int_eq(c.failed_after, 0);
+        ck_assert_uint_eq(atomic_load(&c.failing.bad), 0);
+        ck_assert_uint_eq(atomic_load(&c.clean.bad), 0);
+        ck_assert_uint_eq(atomic_load(&c.clean.ended), c.clean.size);
+    }
+    /* A persistent team: a lead's scope fails in a section whose victim
+     * left; the next lead's sections synchronise again. */
+    tt_team *team = NULL;
+    ck_assert_int_eq(tt_pool_into_team(p, w, &team), TT_OK);
+    for (unsigned it = 0; it < tt_iters(40); it++) {
+        tt_exec ex;
+        ck_assert_int_eq(tt_team_lead(team, w, &ex), TT_OK);
+        bar_ctx b;
+        memset(&b, 0, sizeof b);
+        if (it % 2 == 0) {
+            b.victim = it % w;
+            b.fail_after = it % BARRIERS;
+            ck_assert_int_eq(tt_team_scope(&ex, scope_victim, &b), CODE_A);
+        } else {
+            b.size = w;
+            ck_assert_int_eq(tt_team_scope(&ex, scope_clean, &b), TT_OK);
+            ck_assert_uint_eq(atomic_load(&b.ended), w);
+        }
+        ck_assert_uint_eq(atomic_load(&b.bad), 0);
+    }
+    ck_assert_ptr_eq(tt_team_into_pool(team), p);
+    tt_free_pool(p);
+}
+END_TEST
+
 static Suite *fail_suite(void)
 {
     Suite *s = suite_create("scope_fail");
@@ -274,6 +525,9 @@ static Suite *fail_suite(void)
     tcase_add_test(tc, split_part_fails_scope);
     tcase_add_test(tc, reborrowed_scope_has_own_code);
     tcase_add_test(tc, fail_misuse);
+    tcase_add_test(tc, barrier_released_by_failure);
+    tcase_add_test(tc, barrier_failure_from_other_group);
+    tcase_add_test(tc, barrier_next_section_clean);
     suite_add_tcase(s, tc);
     return s;
 }
