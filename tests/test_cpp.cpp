@@ -192,6 +192,56 @@ TT_CASE(budget_conserved_at_every_depth)
 }
 
 /* ------------------------------------------------------------------------ */
+/* The drop-in pattern of docs/porting.md                                    */
+/* ------------------------------------------------------------------------ */
+
+namespace {
+tt::pool &app_pool()
+{
+    static tt::pool *p = new tt::pool(tt::pool_options().threads(4).spin_polls(2000));
+    return *p;
+}
+live dropin_live;
+std::atomic<long> dropin_total{0};
+/* A legacy entry point that mints its own token from the process's pool. */
+void legacy(size_t n)
+{
+    app_pool().token(app_pool().width()).for_ranges(n, 1, [&](size_t b, size_t e) {
+        dropin_live.enter();
+        tt_test::spin_us(30);
+        dropin_total += long(e - b);
+        dropin_live.leave();
+    });
+}
+} // namespace
+
+/* The legacy function works when called from plain code, a fork job, a
+ * range, an application's omp parallel region and omp tasks, and the
+ * pool's width caps all of it together. */
+TT_CASE(drop_in_pattern_from_everywhere)
+{
+    unsigned w = app_pool().width();
+    for (unsigned it = 0; it < tt_test::iters(40); it++) {
+        dropin_total = 0;
+        legacy(16);
+        std::move(app_pool().token(w)).fork(4, [&](unsigned, tt::exec &&) { legacy(16); });
+        app_pool().token(w).for_ranges(4, 1, [&](size_t, size_t) { legacy(16); });
+#pragma omp parallel num_threads(3)
+        legacy(16);
+#pragma omp parallel num_threads(2)
+#pragma omp single
+        {
+            for (int t = 0; t < 3; t++) {
+#pragma omp task
+                legacy(16);
+            }
+        }
+        TT_EXPECT(dropin_total == 16 * (1 + 4 + 4 + 3 + 3));
+    }
+    TT_EXPECT(dropin_live.max.load() <= (int)w);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Broadcast, external, team scopes, persistent teams                        */
 /* ------------------------------------------------------------------------ */
 
