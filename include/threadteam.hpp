@@ -210,6 +210,44 @@ template <class Fn> inline void guarded(carrier &c, Fn &&fn) noexcept
 
 template <class> inline constexpr bool always_false = false;
 
+/* Heap blocks for the tokens the front mints (a tt_exec may not move once
+ * minted, so a movable tt::exec points to one). Each is a whole cache
+ * line or two, so that the entry's threads reading the token share no
+ * line with the caller's other heap data; a few per thread are kept for
+ * reuse, which makes a token per call cost no allocator call. */
+struct token_blocks {
+    static constexpr std::size_t size = (sizeof(tt_exec) + 63) / 64 * 64;
+    static constexpr int cap = 4;
+    void *kept[cap];
+    int n = 0;
+    ~token_blocks()
+    {
+        while (n > 0)
+            std::free(kept[--n]);
+    }
+    static token_blocks &mine() noexcept
+    {
+        thread_local token_blocks t;
+        return t;
+    }
+    static tt_exec *take() noexcept
+    {
+        token_blocks &t = mine();
+        void *b = t.n > 0 ? t.kept[--t.n] : std::aligned_alloc(64, size);
+        if (b)
+            std::memset(b, 0, sizeof(tt_exec));
+        return static_cast<tt_exec *>(b);
+    }
+    static void give(tt_exec *b) noexcept
+    {
+        token_blocks &t = mine();
+        if (t.n < cap)
+            t.kept[t.n++] = b;
+        else
+            std::free(b);
+    }
+};
+
 } // namespace detail
 
 class pool;
@@ -242,7 +280,8 @@ class exec {
         }
         return *this;
     }
-    /** Finishes the token (tt_exec_finish: nothing for a consumed one). */
+    /** Finishes a token minted by the front (tt_exec_finish: nothing for a
+     *  consumed one); a fork job's child is left to the library. */
     ~exec() { drop(); }
 
     /** A serial token: the calling thread only, budget 1. */
@@ -455,10 +494,9 @@ class exec {
     int alloc() noexcept
     {
         drop();
-        p_ = static_cast<tt_exec *>(std::malloc(sizeof(tt_exec)));
+        p_ = detail::token_blocks::take();
         if (!p_)
             return TT_ENOMEM;
-        std::memset(static_cast<void *>(p_), 0, sizeof(tt_exec));
         owned_ = true;
         return TT_OK;
     }
@@ -466,9 +504,12 @@ class exec {
     {
         if (!p_)
             return;
-        tt_exec_finish(p_);
-        if (owned_)
-            std::free(p_);
+        /* A fork job's child is the library's, which ends it when the job
+         * returns; a token minted here is finished (a leader role ends). */
+        if (owned_) {
+            tt_exec_finish(p_);
+            detail::token_blocks::give(p_);
+        }
         p_ = nullptr;
         owned_ = false;
     }

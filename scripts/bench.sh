@@ -14,6 +14,9 @@
 #          10^3..10^7 doubles, with its target (<= 1.10, OpenMP-free)
 #   cg     scripts/bench-cg.sh: examples/cg, threadteam kernels in an OpenMP
 #          code against its all-OpenMP twin (no target: information)
+#   cpp    scripts/bench-cpp.sh: the C++ front (threadteam.hpp) against the
+#          same calls through the C API (for_ranges, fork, the team scope,
+#          the sum), with its target (<= 1.02); when bench_cpp was built
 # The short pass keeps to a time budget (see BENCH_BUDGET_S below), so that a
 # slow or busy machine gets fewer rounds rather than a much longer run.
 # Before it starts it says how long it will take (seconds per round from the
@@ -41,7 +44,8 @@
 # usage: scripts/bench.sh [--short|--full|--quick] [--label L] [--widths LIST] [--load K:P]
 #                         [--rounds N] [--reps N] [--paths-rounds N] [--scenarios LIST]
 #                         [--out CSV] [--results CSV] [--bindir DIR] [--no-over]
-#                         [--no-ranges] [--no-paths] [--no-reduce] [--no-cg] [--keep-raw FILE]
+#                         [--no-ranges] [--no-paths] [--no-reduce] [--no-cg] [--no-cpp]
+#                         [--keep-raw FILE]
 #                         [-- DRIVER ARGS]
 #        scripts/bench.sh --table CSV [--label L]     the table of summary rows
 #        scripts/bench.sh --targets CSV [--label L]   the targets, PASS / MISS
@@ -65,6 +69,7 @@
 #   --bindir DIR   where the programs are (default: $BENCH_BINDIR, then bench/
 #                  and omp/ of $BUILD_DIR (set by make), of ./build, of the
 #                  current directory and of the source tree)
+#   --no-cpp       skip the C++ front's rows (bench_cpp)
 #   --no-ranges, --no-paths, --no-reduce, --no-cg   skip bench_ranges, the
 #                  paths, the reproducible sum, the CG stage
 # Environment: BENCH_FULL=1 (as --full), BUILD_DIR, BENCH_BINDIR, BENCH_HOST,
@@ -312,6 +317,7 @@ ranges=1
 cgbench=1
 paths_on=1
 reduce_on=1
+cpp_on=1
 prounds_opt=
 out_results=
 keep_raw=
@@ -327,6 +333,7 @@ while [ $# -gt 0 ]; do
     --results) out_results=$2; shift ;;
     --no-paths) paths_on=0 ;;
     --no-reduce) reduce_on=0 ;;
+    --no-cpp) cpp_on=0 ;;
     --label) label=$2; shift ;;
     --widths) widths=$2; shift ;;
     --load) load=$2; shift ;;
@@ -372,9 +379,9 @@ cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
 wbudget=0
 [ "$pass" = short ] && [ -z "$rounds" ] && wbudget=${BENCH_BUDGET_S:-150}
 case $pass in
-short) rounds=${rounds:-10}; reps=${reps:-15}; rr="--rounds 3 --reps 9"; prounds=7; cgr="--rounds 4 --reps 5"; rrounds=6 ;;
-full) rounds=${rounds:-20}; reps=${reps:-25}; rr="--rounds 5 --reps 21"; prounds=15; cgr="--rounds 10 --reps 7"; rrounds=12 ;;
-quick) rounds=${rounds:-1}; reps=${reps:-3}; rr="--rounds 1 --reps 3"; prounds=1; cgr="--rounds 2 --reps 1"; rrounds=1 ;;
+short) rounds=${rounds:-10}; reps=${reps:-15}; rr="--rounds 3 --reps 9"; prounds=7; cgr="--rounds 4 --reps 5"; rrounds=6; crounds=6 ;;
+full) rounds=${rounds:-20}; reps=${reps:-25}; rr="--rounds 5 --reps 21"; prounds=15; cgr="--rounds 10 --reps 7"; rrounds=12; crounds=12 ;;
+quick) rounds=${rounds:-1}; reps=${reps:-3}; rr="--rounds 1 --reps 3"; prounds=1; cgr="--rounds 2 --reps 1"; rrounds=1; crounds=1 ;;
 esac
 [ -n "$prounds_opt" ] && prounds=$prounds_opt
 
@@ -551,6 +558,8 @@ PATHS=
 if [ "$load" = none ] && [ "$paths_on" = 1 ]; then PATHS=$(find_prog bench_paths 2>/dev/null) || PATHS=; fi
 REDUCE=
 if [ "$load" = none ] && [ "$reduce_on" = 1 ]; then REDUCE=$(find_prog bench_reduce 2>/dev/null) || REDUCE=; fi
+CPPB=
+if [ "$load" = none ] && [ "$cpp_on" = 1 ]; then CPPB=$(find_prog bench_cpp 2>/dev/null) || CPPB=; fi
 CG=
 if [ "$cgbench" = 1 ] && [ "$load" = none ]; then
     for d in ${bd:+"$bd/examples"} "$top/build/examples" "$PWD/examples"; do
@@ -562,6 +571,7 @@ add_stage waits
 [ -n "$PATHS" ] && add_stage paths
 [ -n "$REDUCE" ] && add_stage reduce
 [ -n "$CG" ] && add_stage cg
+[ -n "$CPPB" ] && add_stage cpp
 # (defaults: seconds per round on a quiet 2-CPU VM, bench_ranges included in
 # the waits rounds)
 e_waits=$(est waits "$rounds" "$(awk -v r="$reps" 'BEGIN { printf "%.2f", 7 * r / 15 }')")
@@ -580,10 +590,12 @@ fi
 e_paths=$(est paths "$prounds" 6)
 e_cg=$(est cg "$(echo "$cgr" | awk '{ print $2 }')" 3)
 e_reduce=$(est reduce "$rrounds" 2)
+e_cpp=$(est cpp "$crounds" 8)
 total=$e_waits
 [ -n "$PATHS" ] && total=$((total + e_paths))
 [ -n "$REDUCE" ] && total=$((total + e_reduce))
 [ -n "$CG" ] && total=$((total + e_cg))
+[ -n "$CPPB" ] && total=$((total + e_cpp))
 src="estimates for two quiet CPUs"
 grep -q "^$pass-" "$timings" 2>/dev/null && src="from the last run on this machine"
 
@@ -634,6 +646,11 @@ if [ -n "$CG" ]; then
     # shellcheck disable=SC2086
     run_stage cg "$e_cg" "$(echo "$cgr" | awk '{ print $2 }')" sh "$here/bench-cg.sh" --cg "$CG" $cgr --label "$label" --csv "$tmp/cg.csv"
 fi
+if [ -n "$CPPB" ]; then
+    # The C++ front against the same calls through the C API
+    # (bench/bench_cpp.cpp), alternating processes, target 1.02.
+    run_stage cpp "$e_cpp" "$crounds" env BENCH_LABEL="$label" sh "$here/bench-cpp.sh" "$CPPB" "$crounds" "$tmp/cpp.csv"
+fi
 end=$(date +%s)
 
 # ---------------------------------------------------------------------------
@@ -670,6 +687,12 @@ RHEADER="label,date,host,cpus,stage,system,scenario,param,metric,width,added_loa
         NR == 1 { for (i = 1; i <= NF; i++) C[$i] = i; next }
         function g(n) { return (n in C) ? $(C[n]) : "" }
         { print g("label"), d, g("host"), c, "reduce", "threadteam", g("scenario"), g("param"), "call", g("width"), "none", g("tt_us"), "", g("tt_p90"), "", "openmp", g("omp_us"), g("ratio"), g("target"), g("verdict"), O["reduce"], LA["reduce"] }' "$tmp/reduce.csv"
+    # The C++ front against the C API (scripts/bench-cpp.sh's CSV).
+    [ -s "$tmp/cpp.csv" ] && awk -F, -v OFS=, -v d="$date" -v c="$cpus" -v loads="$LOADS" '
+        BEGIN { while ((getline x < loads) > 0) { split(x, f, " "); O[f[1]] = f[2]; LA[f[1]] = f[3] } }
+        NR == 1 { for (i = 1; i <= NF; i++) C[$i] = i; next }
+        function g(n) { return (n in C) ? $(C[n]) : "" }
+        { print g("label"), d, g("host"), c, "cpp", "threadteam-c++", "cpp-" g("scenario"), g("param"), "call", "", "none", g("cpp_us"), "", g("cpp_p90_us"), "", "threadteam-c", g("c_us"), g("ratio"), g("target"), g("verdict"), O["cpp"], LA["cpp"] }' "$tmp/cpp.csv"
     # The CG application, per phase (ms -> us).
     [ -s "$tmp/cg.csv" ] && awk -F, -v OFS=, -v dt="$date" -v loads="$LOADS" '
         BEGIN { while ((getline x < loads) > 0) { split(x, f, " "); O[f[1]] = f[2]; LA[f[1]] = f[3] } }
