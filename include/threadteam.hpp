@@ -222,8 +222,14 @@ struct token_blocks {
     int n = 0;
     ~token_blocks()
     {
+        gone() = true; /* a token destroyed later on this thread frees its block */
         while (n > 0)
             std::free(kept[--n]);
+    }
+    static bool &gone() noexcept
+    {
+        thread_local bool g = false;
+        return g;
     }
     static token_blocks &mine() noexcept
     {
@@ -232,19 +238,28 @@ struct token_blocks {
     }
     static tt_exec *take() noexcept
     {
-        token_blocks &t = mine();
-        void *b = t.n > 0 ? t.kept[--t.n] : std::aligned_alloc(64, size);
+        void *b = nullptr;
+        if (!gone()) {
+            token_blocks &t = mine();
+            if (t.n > 0)
+                b = t.kept[--t.n];
+        }
+        if (!b)
+            b = std::aligned_alloc(64, size);
         if (b)
             std::memset(b, 0, sizeof(tt_exec));
         return static_cast<tt_exec *>(b);
     }
     static void give(tt_exec *b) noexcept
     {
-        token_blocks &t = mine();
-        if (t.n < cap)
-            t.kept[t.n++] = b;
-        else
-            std::free(b);
+        if (!gone()) {
+            token_blocks &t = mine();
+            if (t.n < cap) {
+                t.kept[t.n++] = b;
+                return;
+            }
+        }
+        std::free(b);
     }
 };
 
