@@ -48,7 +48,12 @@ contains
     type(tt_exec), pointer :: ex
     integer(c_int) :: rc
     ex => tt_exec_from_ptr(child)
-    rc = tt_for_ranges(ex, n / 2, 1024_c_size_t, c_funloc(scale_range), c_loc(offsets(i)))
+    ! Half 0 in static ranges, half 1 in chunks handed out as tasks free up.
+    if (i == 0) then
+      rc = tt_for_ranges(ex, n / 2, 1024_c_size_t, c_funloc(scale_range), c_loc(offsets(i)))
+    else
+      rc = tt_for_ranges_dynamic(ex, n / 2, 1000_c_size_t, c_funloc(scale_range), c_loc(offsets(i)))
+    end if
     if (rc /= TT_OK) then
       print '(a,i0,2a)', 'half_job ', i, ': tt_for_ranges: ', tt_strerror(rc)
       error stop 2

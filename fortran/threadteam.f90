@@ -207,6 +207,16 @@ module threadteam
       type(c_ptr), value :: arg
       integer(c_int) :: rc
     end function tt_for_ranges
+    !> Chunks of grain indices handed out first come, first served (as
+    !> schedule(dynamic, grain)); body: c_funloc of a tt_range_fn.
+    function tt_for_ranges_dynamic(ex, len, grain, body, arg) bind(c, name='tt_for_ranges_dynamic') result(rc)
+      import :: c_int, c_ptr, c_funptr, c_size_t, tt_exec
+      type(tt_exec), intent(inout) :: ex
+      integer(c_size_t), value :: len, grain
+      type(c_funptr), value :: body
+      type(c_ptr), value :: arg
+      integer(c_int) :: rc
+    end function tt_for_ranges_dynamic
     !> fn: c_funloc of a tt_external_fn.
     function tt_external(ex, fn, arg) bind(c, name='tt_external') result(rc)
       import :: c_int, c_ptr, c_funptr, tt_exec

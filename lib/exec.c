@@ -654,45 +654,39 @@ typedef struct fork_entry {
     _Atomic unsigned next;
 } fork_entry;
 
-static void fork_run_job(fork_entry *f, const task *t, unsigned i)
-{
-    tt_exec child;
-    tt__exec *c = tt__x(&child);
-    child_of(c, &f->e, t, f->child_flags, f->team);
-    c->fork_fail = &f->fail;
-    tt__ledger_enter(f->e.ledger);
-    f->job(f->arg, i, &child);
-    tt__ledger_leave(f->e.ledger);
-    atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
-}
-
 static bool fork_failed(fork_entry *f)
 {
     return atomic_load_explicit(&f->fail, memory_order_acquire) != 0;
 }
 
+/* Task t's jobs: job t when there are no more jobs than tasks; all of them
+ * in order when it is the one task (an inline run); otherwise the next job
+ * not yet taken, each time the task is free. A failed fork starts no more
+ * jobs (a job taken after the failure is dropped). One loop, so that the
+ * job's frame is built in one place. */
 static void fork_body(entry *e, const task *t)
 {
     fork_entry *f = (fork_entry *)e;
-    if (f->jobs <= f->ntasks) {
-        /* One job per task: task t runs job t. */
-        if (!fork_failed(f))
-            fork_run_job(f, t, t->index);
-        return;
-    }
+    bool one = f->jobs <= f->ntasks, alone = f->ntasks == 1;
+    unsigned i = one ? t->index
+                 : alone ? 0u
+                         : atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
     tt__share_seq seq;
-    tt__share_seq_begin(&seq, e->pool, 2);
-    for (bool first = true;; first = false) {
-        /* A failed fork starts no more jobs; the check comes before the
-         * job is taken, so a job taken is a job run. */
-        if (fork_failed(f))
-            return;
-        unsigned i = atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
-        if (i >= f->jobs)
-            return;
+    tt__share_seq_begin(&seq, e->pool, one ? 1 : 2);
+    for (bool first = true; i < f->jobs && !fork_failed(f); first = false) {
         if (!first)
             tt__share_seq_next(&seq);
-        fork_run_job(f, t, i);
+        tt_exec child;
+        tt__exec *c = tt__x(&child);
+        child_of(c, e, t, f->child_flags, f->team);
+        c->fork_fail = &f->fail;
+        tt__ledger_enter(e->ledger);
+        f->job(f->arg, i, &child);
+        tt__ledger_leave(e->ledger);
+        atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+        if (one)
+            break;
+        i = alone ? i + 1 : atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
     }
 }
 
@@ -759,6 +753,55 @@ int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void 
         .body = body, .arg = arg, .len = len, .ntasks = ntasks,
     };
     return enter_and_run(x, &r.e, (run_spec){.ntasks = ntasks, .budget = ntasks, .need = ntasks});
+}
+
+/* ------------------------------------------------------------------------ */
+/* tt_for_ranges_dynamic                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct chunk_entry {
+    entry e;
+    tt__chunks k;
+} chunk_entry;
+
+/* A task takes chunks until none is left; each chunk is a share of its
+ * own to OpenMP (what one sets ends with it), as a fork's jobs are. */
+static void chunk_body(entry *e, const task *t)
+{
+    (void)t;
+    chunk_entry *c = (chunk_entry *)e;
+    tt__share_seq seq;
+    tt__share_seq_begin(&seq, e->pool, 2);
+    size_t begin, end;
+    for (bool first = true; tt__chunks_take(&c->k, &begin, &end); first = false) {
+        if (!first)
+            tt__share_seq_next(&seq);
+        tt__ledger_enter(e->ledger);
+        c->k.body(c->k.arg, begin, end);
+        tt__ledger_leave(e->ledger);
+    }
+}
+
+int tt_for_ranges_dynamic(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void *arg)
+{
+    tt__exec *x = ex ? tt__x(ex) : NULL;
+    int rc = tt__exec_check(x);
+    if (rc)
+        return rc;
+    if (!body || grain == 0)
+        return TT_EINVAL;
+    chunk_entry c = {
+        .e = {.body = len == 0 ? nothing_body : chunk_body, .pool = x->pool,
+              .pool_gen = x->pool_gen, .ledger = x->ledger},
+    };
+    tt__chunks_init(&c.k, len, grain, body, arg);
+    if (x->flags & TT__F_TEAM) {
+        if (len == 0)
+            return tt__team_for_ranges(x, 0, grain, body, arg); /* consumes, runs nothing */
+        return tt__team_for_chunks(x, &c.k);
+    }
+    unsigned ntasks = tt__chunks_tasks(&c.k, x->budget);
+    return enter_and_run(x, &c.e, (run_spec){.ntasks = ntasks, .budget = ntasks, .need = ntasks});
 }
 
 /* ------------------------------------------------------------------------ */

@@ -953,6 +953,8 @@ void tt__exec_resume(const tt__exec *x, unsigned saved);
 /* Team-authority entries (team_scope.c, called by exec.c). */
 int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg);
 int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg);
+struct tt__chunks;
+int tt__team_for_chunks(tt__exec *x, struct tt__chunks *k);
 int tt__team_broadcast(tt__exec *x, tt_bcast_fn fn, void *arg);
 /* The head of the control block a team token carries in its `team` field:
  * all that token.c knows of teams, so that the token protocol calls nothing
@@ -983,6 +985,44 @@ static inline void tt__range_of(size_t len, unsigned n, size_t j, size_t *begin,
     size_t cnt;
     tt__block(len, n, j, begin, &cnt);
     *end = *begin + cnt;
+}
+
+/* tt_for_ranges_dynamic's chunks, shared by the pooled and the team paths:
+ * ceil(len / grain) chunks of `grain` indices (the last one shorter), taken
+ * first come, first served by at most `budget` tasks; chunk c is
+ * [c * grain, min(len, (c + 1) * grain)). */
+typedef struct tt__chunks {
+    tt_range_fn body;
+    void *arg;
+    size_t len, grain, count;
+    _Atomic size_t next; /* the next chunk not yet taken */
+} tt__chunks;
+
+static inline void tt__chunks_init(tt__chunks *k, size_t len, size_t grain, tt_range_fn body,
+                                   void *arg)
+{
+    k->body = body;
+    k->arg = arg;
+    k->len = len;
+    k->grain = grain;
+    k->count = len / grain + (len % grain != 0);
+    atomic_init(&k->next, 0);
+}
+
+static inline unsigned tt__chunks_tasks(const tt__chunks *k, unsigned budget)
+{
+    return k->count < budget ? (unsigned)k->count : budget;
+}
+
+/* Take the next chunk: false when none is left. */
+static inline bool tt__chunks_take(tt__chunks *k, size_t *begin, size_t *end)
+{
+    size_t c = atomic_fetch_add_explicit(&k->next, 1, memory_order_relaxed);
+    if (c >= k->count)
+        return false;
+    *begin = c * k->grain;
+    *end = k->len - *begin < k->grain ? k->len : *begin + k->grain;
+    return true;
 }
 
 /* Kinds of token for the cost model. */

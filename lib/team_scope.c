@@ -1386,6 +1386,38 @@ static int team_section(tt__exec *x, unsigned width, tt_section_fn fn, void *arg
     return with_carried_scope(x, op_section, &k);
 }
 
+/* tt_for_ranges_dynamic on a token with team authority: a section whose
+ * participants take chunks until none is left, each chunk a share (one
+ * thread to OpenMP, what it sets ending with it). */
+typedef struct chunk_call {
+    tt__chunks *k;
+    tt_pool *pool;
+} chunk_call;
+
+static void chunk_thunk(void *ctx)
+{
+    chunk_call *c = ctx;
+    tt__share_seq seq;
+    tt__share_seq_begin(&seq, c->pool, 2);
+    size_t begin, end;
+    for (bool first = true; tt__chunks_take(c->k, &begin, &end); first = false) {
+        if (!first)
+            tt__share_seq_next(&seq);
+        c->k->body(c->k->arg, begin, end);
+    }
+}
+
+static void chunks_section(void *arg, tt_section *s)
+{
+    chunk_call c = {.k = arg, .pool = s->c->pool};
+    tt__share_run(s->c->pool, chunk_thunk, &c);
+}
+
+int tt__team_for_chunks(tt__exec *x, tt__chunks *k)
+{
+    return team_section(x, tt__chunks_tasks(k, x->budget), chunks_section, k);
+}
+
 int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg)
 {
     if (len == 0) {

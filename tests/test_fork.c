@@ -186,6 +186,10 @@ START_TEST(test_fork_many_jobs)
         char msg[64];
         snprintf(msg, sizeof msg, "budget %u, jobs %u", eb, cases[c][1]);
         check_fork_result(&g_rec, cases[c][1], eb, msg, true);
+#if TT_LEDGER_ENABLED
+        /* Jobs handed out as tasks free up: still at most budget at once. */
+        ck_assert_uint_le(tt_ledger_max_live(tt_exec_ledger_root(&ex)), eb);
+#endif
         rec_destroy(&g_rec);
     }
     tt_assert_no_failures();
@@ -648,7 +652,7 @@ typedef struct handout {
     _Atomic int done[4];
 } handout;
 
-static void handout_job(void *arg, unsigned i, tt_exec *child)
+static TT_TEST_UNUSED void handout_job(void *arg, unsigned i, tt_exec *child)
 {
     handout *h = arg;
     (void)child;
@@ -677,6 +681,9 @@ START_TEST(test_fork_hands_out_as_tasks_free)
         handout h;
         memset(&h, 0, sizeof h);
         ck_assert_int_eq(tt_fork(&ex, 4, handout_job, &h), TT_OK);
+#if TT_LEDGER_ENABLED
+        ck_assert_uint_le(tt_ledger_max_live(tt_exec_ledger_root(&ex)), 2);
+#endif
         ck_assert_msg(atomic_load(&h.overlap_missed) == 0,
                       "round %u: the two long jobs did not run at once", round);
         ck_assert_int_eq(atomic_load(&h.order_bad), 0);

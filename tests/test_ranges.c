@@ -4,7 +4,9 @@
  * `grain` long except a single range when len < grain, the ranges
  * contiguous, over a grid of (len, grain, budget) on a pool wider than the
  * machine; huge lengths without overflow; nested ranges from a member;
- * single ranges inline on the caller.
+ * single ranges inline on the caller. tt_for_ranges_dynamic: exactly the
+ * chunks of `grain`, every index once, at most `budget` at once, over a
+ * grid; an irregular loop balanced; every kind of token.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -295,6 +297,244 @@ START_TEST(test_ranges_nested)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* tt_for_ranges_dynamic                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct dyn_rec {
+    _Atomic unsigned char *hits;
+    size_t len, grain;
+    _Atomic size_t calls;
+    _Atomic int bad_chunk; /* a call that is not exactly one chunk */
+    tt_live live;
+    tt_thread_set threads;
+} dyn_rec;
+
+static void dyn_init(dyn_rec *r, size_t len, size_t grain)
+{
+    memset(r, 0, sizeof *r);
+    r->len = len;
+    r->grain = grain;
+    tt_live_init(&r->live);
+    tt_thread_set_init(&r->threads);
+    if (len) {
+        r->hits = calloc(len, 1);
+        ck_assert_ptr_nonnull(r->hits);
+    }
+}
+
+static void dyn_free(dyn_rec *r)
+{
+    free((void *)r->hits);
+    r->hits = NULL;
+    tt_thread_set_destroy(&r->threads);
+}
+
+static void dyn_body(void *arg, size_t b, size_t e)
+{
+    dyn_rec *r = arg;
+    tt_live_enter(&r->live);
+    atomic_fetch_add(&r->calls, 1);
+    tt_thread_set_add(&r->threads, pthread_self());
+    size_t want = r->len - b < r->grain ? r->len : b + r->grain;
+    if (b % r->grain != 0 || e != want || b >= r->len)
+        atomic_fetch_add(&r->bad_chunk, 1);
+    for (size_t i = b; i < e && i < r->len; i++)
+        atomic_fetch_add(&r->hits[i], 1);
+    tt_live_leave(&r->live);
+}
+
+/* Chunks of exactly `grain` (the last shorter), one call each, every index
+ * once, at most `budget` bodies at once and on at most min(budget, chunks)
+ * threads. */
+static void check_dyn(dyn_rec *r, unsigned budget, const char *msg)
+{
+    size_t chunks = r->len / r->grain + (r->len % r->grain != 0);
+    TT_REQUIRE(atomic_load(&r->calls) == chunks, "%s: %zu calls for %zu chunks", msg,
+               atomic_load(&r->calls), chunks);
+    TT_REQUIRE(atomic_load(&r->bad_chunk) == 0, "%s: %d calls were not a chunk", msg,
+               atomic_load(&r->bad_chunk));
+    for (size_t i = 0; i < r->len; i++)
+        TT_REQUIRE(atomic_load(&r->hits[i]) == 1, "%s: index %zu covered %d times", msg, i,
+                   (int)atomic_load(&r->hits[i]));
+    TT_REQUIRE(tt_live_max(&r->live) <= (int)budget, "%s: %d bodies at once, budget %u", msg,
+               tt_live_max(&r->live), budget);
+    unsigned tasks = chunks < budget ? (unsigned)chunks : budget;
+    TT_REQUIRE(tt_thread_set_size(&r->threads) <= (chunks ? tasks : 0),
+               "%s: %u threads for %u tasks", msg, tt_thread_set_size(&r->threads), tasks);
+}
+
+START_TEST(test_dynamic_grid)
+{
+    tt_pool *pool = tt_make_pool(6);
+    static const size_t lens[] = {0, 1, 2, 3, 7, 8, 9, 63, 64, 65, 100, 1000, 4097};
+    static const size_t grains[] = {1, 2, 3, 7, 16, 64, 5000};
+    dyn_rec *r = malloc(sizeof *r);
+    ck_assert_ptr_nonnull(r);
+    unsigned n = 0;
+    for (unsigned round = 0; round < tt_iters(2); round++) {
+        for (size_t li = 0; li < TT_ARRAY_LEN(lens); li++) {
+            for (size_t gi = 0; gi < TT_ARRAY_LEN(grains); gi++) {
+                for (unsigned b = 1; b <= 6; b++) {
+                    if (tt_test_quick() && b != 1 && b != 2 && b != 6)
+                        continue;
+                    tt_exec ex;
+                    ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
+                    unsigned eb = tt_exec_budget(&ex);
+                    dyn_init(r, lens[li], grains[gi]);
+                    int rc = tt_for_ranges_dynamic(&ex, lens[li], grains[gi], dyn_body, r);
+                    char msg[96];
+                    snprintf(msg, sizeof msg, "dynamic: len %zu, grain %zu, budget %u", lens[li],
+                             grains[gi], eb);
+                    ck_assert_msg(rc == TT_OK, "%s: %s", msg, tt_status_name(rc));
+                    check_dyn(r, eb, msg);
+                    ck_assert_int_eq(tt_for_ranges_dynamic(&ex, 1, 1, dyn_body, r),
+                                     TT_ECONSUMED);
+#if TT_LEDGER_ENABLED
+                    ck_assert_uint_le(tt_ledger_max_live(tt_exec_ledger_root(&ex)), eb);
+#endif
+                    dyn_free(r);
+                    n++;
+                }
+            }
+        }
+    }
+    free(r);
+    tt_free_pool(pool);
+    ck_assert_uint_gt(n, 0);
+}
+END_TEST
+
+/* An irregular loop: chunk 0 is long and cannot end before every other
+ * chunk has (it waits for them, with a timeout). Handed out first come,
+ * first served, the other tasks run them meanwhile; with fixed ranges the
+ * chunks after 0 in its own range would wait behind it for good. */
+typedef struct irregular {
+    size_t len;
+    _Atomic size_t done;
+    _Atomic int timed_out;
+    _Atomic int calls;
+} irregular;
+
+static TT_TEST_UNUSED void irregular_body(void *arg, size_t b, size_t e)
+{
+    irregular *g = arg;
+    atomic_fetch_add(&g->calls, 1);
+    if (b == 0) {
+        uint64_t end = tt_now_ns() + (uint64_t)(tt_timeout(10) * 1e9);
+        while (atomic_load(&g->done) < g->len - (e - b) && tt_now_ns() < end)
+            tt_sleep_us(100);
+        if (atomic_load(&g->done) < g->len - (e - b))
+            atomic_store(&g->timed_out, 1);
+    } else {
+        tt_spin_us((unsigned)(b % 7)); /* uneven, short */
+    }
+    atomic_fetch_add(&g->done, e - b);
+}
+
+START_TEST(test_dynamic_irregular)
+{
+#if TT_PARALLEL_ENABLED
+    tt_pool *pool = tt_make_pool(3);
+    for (unsigned b = 2; b <= tt_pool_width(pool); b++) {
+        for (unsigned round = 0; round < tt_iters(10); round++) {
+            tt_exec ex;
+            ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
+            irregular g = {.len = 200};
+            ck_assert_int_eq(tt_for_ranges_dynamic(&ex, g.len, 4, irregular_body, &g), TT_OK);
+            ck_assert_msg(!atomic_load(&g.timed_out),
+                          "budget %u: the long chunk's task held the other chunks", b);
+            ck_assert_uint_eq(atomic_load(&g.done), g.len);
+            ck_assert_int_eq(atomic_load(&g.calls), 50);
+        }
+    }
+    tt_free_pool(pool);
+#endif
+}
+END_TEST
+
+/* Tokens of every kind: serial, limited reborrows, fork children (members)
+ * and a token with team authority; errors consume nothing. */
+typedef struct dyn_jobs {
+    dyn_rec recs[4];
+    _Atomic unsigned budget[4];
+    _Atomic int rc[4];
+} dyn_jobs;
+
+static void dyn_job(void *arg, unsigned i, tt_exec *child)
+{
+    dyn_jobs *d = arg;
+    atomic_store(&d->budget[i], tt_exec_budget(child));
+    atomic_store(&d->rc[i], tt_for_ranges_dynamic(child, d->recs[i].len, d->recs[i].grain,
+                                                  dyn_body, &d->recs[i]));
+}
+
+static void dyn_scope(void *arg, tt_scope *scope)
+{
+    dyn_rec *r = arg;
+    tt_exec t;
+    int rc = tt_for_ranges_dynamic(tt_scope_reborrow(scope, &t), r->len, r->grain, dyn_body, r);
+    TT_CHECK(rc == TT_OK, "dynamic on a team token: %s", tt_status_name(rc));
+    rc = tt_for_ranges_dynamic(tt_scope_reborrow(scope, &t), 0, 3, dyn_body, r);
+    TT_CHECK(rc == TT_OK, "dynamic len 0 on a team token: %s", tt_status_name(rc));
+    TT_CHECK(tt_for_ranges_dynamic(&t, 1, 1, dyn_body, r) == TT_ECONSUMED, "len 0 consumes");
+}
+
+START_TEST(test_dynamic_tokens)
+{
+    tt_pool *pool = tt_make_pool(4);
+    unsigned w = tt_pool_width(pool);
+    dyn_rec *r = malloc(sizeof *r);
+    ck_assert_ptr_nonnull(r);
+    tt_exec ex;
+    ck_assert_int_eq(tt_exec_init(&ex, pool, w), TT_OK);
+    ck_assert_int_eq(tt_for_ranges_dynamic(&ex, 10, 0, dyn_body, r), TT_EINVAL);
+    ck_assert_int_eq(tt_for_ranges_dynamic(&ex, 10, 1, NULL, r), TT_EINVAL);
+    ck_assert_int_eq(tt_for_ranges_dynamic(NULL, 10, 1, dyn_body, r), TT_EINVAL);
+    ck_assert_int_eq(tt_for_ranges_dynamic(&ex, 0, 1, dyn_body, r), TT_OK); /* consumes */
+    ck_assert_int_eq(tt_for_ranges_dynamic(&ex, 10, 1, dyn_body, r), TT_ECONSUMED);
+    tt_exec s;
+    tt_exec_init_serial(&s);
+    dyn_init(r, 100, 7);
+    ck_assert_int_eq(tt_for_ranges_dynamic(&s, 100, 7, dyn_body, r), TT_OK);
+    check_dyn(r, 1, "serial token");
+    dyn_free(r);
+    tt_exec p, c;
+    ck_assert_int_eq(tt_exec_init(&p, pool, w), TT_OK);
+    for (unsigned lim = 1; lim <= w; lim++) {
+        tt_exec_reborrow(&p, &c);
+        tt_exec_limit(&c, lim);
+        dyn_init(r, 999, 5);
+        ck_assert_int_eq(tt_for_ranges_dynamic(&c, 999, 5, dyn_body, r), TT_OK);
+        check_dyn(r, tt_exec_budget(&c), "limited reborrow");
+        dyn_free(r);
+    }
+    tt_exec_finish(&p);
+    /* fork children (members) */
+    dyn_jobs *d = malloc(sizeof *d);
+    ck_assert_ptr_nonnull(d);
+    for (unsigned j = 0; j < 2; j++)
+        dyn_init(&d->recs[j], 300 + j, 3 + j);
+    ck_assert_int_eq(tt_exec_init(&ex, pool, w), TT_OK);
+    ck_assert_int_eq(tt_fork(&ex, 2, dyn_job, d), TT_OK);
+    for (unsigned j = 0; j < 2; j++) {
+        ck_assert_int_eq(atomic_load(&d->rc[j]), TT_OK);
+        check_dyn(&d->recs[j], atomic_load(&d->budget[j]), "fork child");
+        dyn_free(&d->recs[j]);
+    }
+    free(d);
+    /* a token with team authority */
+    dyn_init(r, 500, 3);
+    ck_assert_int_eq(tt_exec_init(&ex, pool, w), TT_OK);
+    ck_assert_int_eq(tt_team_scope(&ex, dyn_scope, r), TT_OK);
+    check_dyn(r, w, "team token");
+    dyn_free(r);
+    tt_assert_no_failures();
+    free(r);
+    tt_free_pool(pool);
+}
+END_TEST
+
 static Suite *ranges_suite(void)
 {
     Suite *s = suite_create("ranges");
@@ -305,6 +545,10 @@ static Suite *ranges_suite(void)
     tc = tt_tcase(s, "tokens", 60);
     tcase_add_test(tc, test_ranges_serial_and_limited);
     tcase_add_test(tc, test_ranges_nested);
+    tc = tt_tcase(s, "dynamic", 120);
+    tcase_add_test(tc, test_dynamic_grid);
+    tcase_add_test(tc, test_dynamic_irregular);
+    tcase_add_test(tc, test_dynamic_tokens);
     return s;
 }
 
