@@ -26,7 +26,7 @@
  *
  * Callables. Every entry takes any callable; lambdas capture by reference.
  *   fork:        f(unsigned i, tt::exec&& child)  (or tt::exec&, or f(i))
- *   for_ranges:  f(size_t begin, size_t end)
+ *   for_ranges, for_ranges_dynamic:  f(size_t begin, size_t end)
  *   broadcast:   f(unsigned i)
  *   external:    f(unsigned width)
  *   team_scope:  f(tt::scope&); scope.run(f(tt::section&)),
@@ -380,6 +380,20 @@ class exec {
         return ranges_impl(len, grain, f, false);
     }
 
+    /** tt_for_ranges_dynamic: chunks of `grain` indices handed out first
+     *  come first served (for loops whose cost per index varies). After a
+     *  throw, the chunks not yet started are skipped. */
+    template <class F> void for_ranges_dynamic(std::size_t len, std::size_t grain, F &&f) &&
+    {
+        detail::check(ranges_impl(len, grain, f, true));
+    }
+    template <class F>
+    [[nodiscard]] int try_for_ranges_dynamic(std::size_t len, std::size_t grain,
+                                             F &&f) && noexcept(!TT_HPP_EXCEPTIONS)
+    {
+        return ranges_impl(len, grain, f, true);
+    }
+
     /* ---- broadcast and external -------------------------------------- */
 
     /** tt_broadcast: f(i) for i in 0..budget-1, all at once. */
@@ -582,15 +596,8 @@ class exec {
     template <class F> int ranges_impl(std::size_t len, std::size_t grain, F &f, bool dynamic)
     {
         range_ctx<F> x{&f, {}};
-        int rc;
-#ifdef TT_HAVE_FOR_RANGES_DYNAMIC
-        if (dynamic)
-            rc = tt_for_ranges_dynamic(p_, len, grain, &range_ctx<F>::body, &x);
-        else
-#else
-        (void)dynamic;
-#endif
-            rc = tt_for_ranges(p_, len, grain, &range_ctx<F>::body, &x);
+        int rc = dynamic ? tt_for_ranges_dynamic(p_, len, grain, &range_ctx<F>::body, &x)
+                         : tt_for_ranges(p_, len, grain, &range_ctx<F>::body, &x);
         x.c.rethrow();
         return rc;
     }
