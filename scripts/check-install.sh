@@ -234,6 +234,21 @@ else
     echo "check-install: no C++17 compiler ($CXX): the C++ front not checked (apt-get install g++)"
 fi
 
+# The README's first C++ program (its first ```cpp block), when there is
+# one and a C++17 compiler: built with the README's line, it must run.
+if test "$have_cxx" = yes && test -f "$root/README.md" && grep -q '^```cpp$' "$root/README.md"; then
+    echo "==> check-install: the first C++ program of README.md"
+    awk '/^```cpp$/ { f = 1; next } /^```$/ { if (f) exit } f' "$root/README.md" >"$tmp/first_cpp.cpp"
+    # shellcheck disable=SC2086
+    "$CXX" -std=c++17 -O2 -Wall -Wextra -Werror "$tmp/first_cpp.cpp" -o "$tmp/first_cpp" $cflags $libs \
+        -Wl,-rpath,"$stagelib"
+    out=$("$tmp/first_cpp") || {
+        echo "check-install: FAIL: the README's C++ program failed" >&2
+        exit 1
+    }
+    printf '%s\n' "$out" | sed 's/^/check-install: README (C++): /'
+fi
+
 # A CMake project: find_package(threadteam) through CMAKE_PREFIX_PATH.
 if command -v cmake >/dev/null 2>&1; then
     echo "==> check-install: CMake ($(cmake --version | head -n 1)), find_package(threadteam)"
