@@ -648,9 +648,10 @@ typedef struct fork_entry {
     /* The fork's failure word (tt_fork_fail through a child token): 0, or
      * the first code. Read before each job starts. */
     _Atomic int fail;
-    /* With more jobs than tasks: the next job not yet handed out. Each task
-     * takes the next one when it is free, so a task stuck in a long job
-     * leaves the rest to the others (as schedule(dynamic, 1)). */
+    /* With more jobs than tasks: the next job not yet handed out (task t
+     * starts with job t). Each task takes the next one when it is free, so
+     * a task stuck in a long job leaves the rest to the others (as
+     * schedule(dynamic, 1)). */
     _Atomic unsigned next;
 } fork_entry;
 
@@ -659,21 +660,19 @@ static bool fork_failed(fork_entry *f)
     return atomic_load_explicit(&f->fail, memory_order_acquire) != 0;
 }
 
-/* Task t's jobs: job t when there are no more jobs than tasks; all of them
- * in order when it is the one task (an inline run); otherwise the next job
- * not yet taken, each time the task is free. A failed fork starts no more
- * jobs (a job taken after the failure is dropped). One loop, so that the
- * job's frame is built in one place. */
+/* Task t's jobs: task t starts with job t (the caller's task with job 0,
+ * as it runs the first share itself), then, with more jobs than tasks,
+ * takes the lowest job not yet taken each time it is free (the one task
+ * of an inline run takes them in order, without the counter). A failed
+ * fork starts no more jobs (a job taken after the failure is dropped).
+ * One loop, so that the job's frame is built in one place. */
 static void fork_body(entry *e, const task *t)
 {
     fork_entry *f = (fork_entry *)e;
     bool one = f->jobs <= f->ntasks, alone = f->ntasks == 1;
-    unsigned i = one ? t->index
-                 : alone ? 0u
-                         : atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
     tt__share_seq seq;
     tt__share_seq_begin(&seq, e->pool, one ? 1 : 2);
-    for (bool first = true; i < f->jobs && !fork_failed(f); first = false) {
+    for (unsigned i = t->index, first = 1; i < f->jobs && !fork_failed(f); first = 0) {
         if (!first)
             tt__share_seq_next(&seq);
         tt_exec child;
@@ -709,7 +708,7 @@ int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
         .team = NULL,
     };
     atomic_init(&f.fail, 0);
-    atomic_init(&f.next, 0);
+    atomic_init(&f.next, ntasks); /* jobs 0..ntasks-1 are the tasks' first */
     rc = enter_and_run(x, &f.e, (run_spec){.ntasks = ntasks, .budget = budget, .need = budget});
     if (rc == TT_OK)
         rc = atomic_load_explicit(&f.fail, memory_order_acquire);
@@ -768,12 +767,12 @@ typedef struct chunk_entry {
  * own to OpenMP (what one sets ends with it), as a fork's jobs are. */
 static void chunk_body(entry *e, const task *t)
 {
-    (void)t;
     chunk_entry *c = (chunk_entry *)e;
     tt__share_seq seq;
     tt__share_seq_begin(&seq, e->pool, 2);
     size_t begin, end;
-    for (bool first = true; tt__chunks_take(&c->k, &begin, &end); first = false) {
+    for (bool first = true; tt__chunks_take(&c->k, first, t->index, &begin, &end);
+         first = false) {
         if (!first)
             tt__share_seq_next(&seq);
         tt__ledger_enter(e->ledger);
@@ -801,6 +800,7 @@ int tt_for_ranges_dynamic(tt_exec *ex, size_t len, size_t grain, tt_range_fn bod
         return tt__team_for_chunks(x, &c.k);
     }
     unsigned ntasks = tt__chunks_tasks(&c.k, x->budget);
+    atomic_store_explicit(&c.k.next, ntasks, memory_order_relaxed);
     return enter_and_run(x, &c.e, (run_spec){.ntasks = ntasks, .budget = ntasks, .need = ntasks});
 }
 

@@ -988,8 +988,10 @@ static inline void tt__range_of(size_t len, unsigned n, size_t j, size_t *begin,
 }
 
 /* tt_for_ranges_dynamic's chunks, shared by the pooled and the team paths:
- * ceil(len / grain) chunks of `grain` indices (the last one shorter), taken
- * first come, first served by at most `budget` tasks; chunk c is
+ * ceil(len / grain) chunks of `grain` indices (the last one shorter); task
+ * t of n starts with chunk t (the caller's task with chunk 0), then takes
+ * the lowest chunk not yet taken each time it is free (`next` starts at n,
+ * set by the entry once it knows n). Chunk c is
  * [c * grain, min(len, (c + 1) * grain)). */
 typedef struct tt__chunks {
     tt_range_fn body;
@@ -1014,10 +1016,12 @@ static inline unsigned tt__chunks_tasks(const tt__chunks *k, unsigned budget)
     return k->count < budget ? (unsigned)k->count : budget;
 }
 
-/* Take the next chunk: false when none is left. */
-static inline bool tt__chunks_take(tt__chunks *k, size_t *begin, size_t *end)
+/* Task `task`'s next chunk (its first: chunk `task`): false when none is
+ * left. */
+static inline bool tt__chunks_take(tt__chunks *k, bool first, unsigned task, size_t *begin,
+                                   size_t *end)
 {
-    size_t c = atomic_fetch_add_explicit(&k->next, 1, memory_order_relaxed);
+    size_t c = first ? task : atomic_fetch_add_explicit(&k->next, 1, memory_order_relaxed);
     if (c >= k->count)
         return false;
     *begin = c * k->grain;

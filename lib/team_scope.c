@@ -561,27 +561,21 @@ static void fork_group_job(tt__ctl *sub, split_cmd *sc, unsigned i)
     atomic_store_explicit(&x->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
 }
 
-/* A group of a scope fork: its one job (jobs <= groups), or, with more jobs
- * than groups, the next job not yet handed out each time the group is free
- * (as tt_fork's tasks take them). No job starts once the scope failed. */
+/* A group of a scope fork: group g starts with job g, then, with more jobs
+ * than groups, takes the next job not yet handed out each time it is free
+ * (as tt_fork's tasks do). No job starts once the scope failed. */
 static void fork_group(tt__ctl *sub, split_cmd *sc, unsigned g)
 {
-    if (sc->jobs <= sc->groups) {
-        if (atomic_load_explicit(sc->fail, memory_order_acquire) == 0)
-            fork_group_job(sub, sc, g);
-    } else {
-        tt__share_seq seq;
-        tt__share_seq_begin(&seq, sub->pool, 2);
-        for (bool first = true;; first = false) {
-            if (atomic_load_explicit(sc->fail, memory_order_acquire) != 0)
-                break;
-            unsigned i = atomic_fetch_add_explicit(&sc->next, 1, memory_order_relaxed);
-            if (i >= sc->jobs)
-                break;
-            if (!first)
-                tt__share_seq_next(&seq);
-            fork_group_job(sub, sc, i);
-        }
+    tt__share_seq seq;
+    tt__share_seq_begin(&seq, sub->pool, sc->jobs <= sc->groups ? 1 : 2);
+    for (unsigned i = g, first = 1;
+         i < sc->jobs && atomic_load_explicit(sc->fail, memory_order_acquire) == 0; first = 0) {
+        if (!first)
+            tt__share_seq_next(&seq);
+        fork_group_job(sub, sc, i);
+        if (sc->jobs <= sc->groups)
+            break;
+        i = atomic_fetch_add_explicit(&sc->next, 1, memory_order_relaxed);
     }
     if (sub->size > 1)
         issue(sub, CMD_LEAVE, 0);
@@ -643,7 +637,7 @@ static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_jo
     _Atomic int no_fail = 0; /* every scope has a word; never read otherwise */
     if (!sc.fail)
         sc.fail = &no_fail;
-    atomic_init(&sc.next, 0);
+    atomic_init(&sc.next, groups); /* jobs 0..groups-1 are the groups' first */
     c->hook.busy = true;
     c->split = &sc;
     if (size > 1 && groups > 0) {
@@ -1392,6 +1386,7 @@ static int team_section(tt__exec *x, unsigned width, tt_section_fn fn, void *arg
 typedef struct chunk_call {
     tt__chunks *k;
     tt_pool *pool;
+    unsigned rank;
 } chunk_call;
 
 static void chunk_thunk(void *ctx)
@@ -1400,7 +1395,8 @@ static void chunk_thunk(void *ctx)
     tt__share_seq seq;
     tt__share_seq_begin(&seq, c->pool, 2);
     size_t begin, end;
-    for (bool first = true; tt__chunks_take(c->k, &begin, &end); first = false) {
+    for (bool first = true; tt__chunks_take(c->k, first, c->rank, &begin, &end);
+         first = false) {
         if (!first)
             tt__share_seq_next(&seq);
         c->k->body(c->k->arg, begin, end);
@@ -1409,13 +1405,15 @@ static void chunk_thunk(void *ctx)
 
 static void chunks_section(void *arg, tt_section *s)
 {
-    chunk_call c = {.k = arg, .pool = s->c->pool};
+    chunk_call c = {.k = arg, .pool = s->c->pool, .rank = s->rank};
     tt__share_run(s->c->pool, chunk_thunk, &c);
 }
 
 int tt__team_for_chunks(tt__exec *x, tt__chunks *k)
 {
-    return team_section(x, tt__chunks_tasks(k, x->budget), chunks_section, k);
+    unsigned n = tt__chunks_tasks(k, x->budget);
+    atomic_store_explicit(&k->next, n, memory_order_relaxed);
+    return team_section(x, n, chunks_section, k);
 }
 
 int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg)

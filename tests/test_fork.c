@@ -94,9 +94,9 @@ static void check_fork_result(fork_rec *r, unsigned jobs, unsigned budget, const
                           i, atomic_load(&r->budget[i]));
     }
 
-    /* Each thread takes its jobs in increasing order: with jobs <= budget
-     * one job per task, with more jobs each free task takes the lowest job
-     * not yet taken (tt_fork hands jobs out as tasks free up). */
+    /* Each thread takes its jobs in increasing order: task t starts with
+     * job t, then, with more jobs than budget, each free task takes the
+     * lowest job not yet taken (tt_fork hands jobs out as tasks free up). */
     int count_of[64];
     for (int t = 0; t < 64; t++)
         count_of[t] = 0;
@@ -108,16 +108,15 @@ static void check_fork_result(fork_rec *r, unsigned jobs, unsigned budget, const
         count_of[t]++;
     }
     if (plain_caller && TT_PARALLEL_ENABLED && ntasks > 1) {
-        /* A plain thread's root is a region on its own team: the caller is
-         * participant 0 and runs the first task itself; every job runs on a
-         * member. With jobs <= budget each task runs its own job (task 0,
-         * job 0, on the caller); with more, which task runs a job is not
-         * promised, and a task may find none left. */
-        if (jobs <= budget)
-            TT_REQUIRE(nthreads == ntasks, "%s: %u threads ran the %u tasks", msg, nthreads,
-                       ntasks);
+        /* A plain thread's root is a region on its own team: one thread per
+         * task; the caller is participant 0 and runs the first task itself,
+         * starting with job 0; every job runs on a member. Jobs 0..ntasks-1
+         * are the tasks' first (job t on task t's thread: jobs 1.. of them
+         * off the caller); which task runs a later one is not promised. */
+        TT_REQUIRE(nthreads == ntasks, "%s: %u threads ran the %u tasks", msg, nthreads,
+                   ntasks);
         for (unsigned i = 0; i < jobs; i++) {
-            if (jobs <= budget)
+            if (i < ntasks)
                 TT_REQUIRE(atomic_load(&r->on_caller[i]) == (i == 0),
                            "%s: job %u ran %s the plain calling thread", msg, i,
                            i == 0 ? "off" : "on");
