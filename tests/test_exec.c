@@ -1302,14 +1302,17 @@ START_TEST(test_destroy_from_member)
 }
 END_TEST
 
-/* Jobs 0 and 1 run one after the other in the same task on a member: job 1
- * gets its child token after job 0 destroyed the pool. Regression
+/* A job that runs after another job of the same fork destroyed the pool
+ * from its member gets its child token after the destroy: jobs 0 and 1 are
+ * the two tasks' first, job 1 waits until job 0 destroyed the pool, and job
+ * 2 is handed to whichever task frees up first, after that. Regression
  * (docs/design/misuse.md, found #2): the child was minted with the pool's
- * new generation, so job 1's entries ran on the doomed pool (while a child
- * minted before the destroy was refused). */
+ * new generation, so the later job's entries ran on the doomed pool (while
+ * a child minted before the destroy was refused). */
 typedef struct later_child {
     tt_pool *pool;
     _Atomic int destroy_rc, entry_rc, init_rc, ran, on_member;
+    tt_flag destroyed;
 } later_child;
 
 static TT_TEST_UNUSED void job_later_child(void *arg, unsigned i, tt_exec *child)
@@ -1318,7 +1321,10 @@ static TT_TEST_UNUSED void job_later_child(void *arg, unsigned i, tt_exec *child
     if (i == 0) {
         atomic_store(&l->on_member, tt_pool_is_member(l->pool, NULL));
         atomic_store(&l->destroy_rc, tt_pool_destroy(l->pool));
+        tt_flag_set(&l->destroyed, 1);
     } else if (i == 1) {
+        TT_CHECK(tt_flag_wait_ge(&l->destroyed, 1, 10), "job 0 never destroyed the pool");
+    } else if (i == 2) {
         ran r;
         ran_init(&r);
         atomic_store(&l->entry_rc, tt_fork(child, 2, job_count, &r));
@@ -1337,7 +1343,8 @@ START_TEST(test_destroy_from_member_later_child)
     l.pool = p;
     tt_exec ex;
     ck_rc(tt_exec_init(&ex, p, 2), TT_OK);
-    ck_rc(tt_fork(&ex, 4, job_later_child, &l), TT_OK); /* 2 tasks of 2 jobs */
+    ck_rc(tt_fork(&ex, 4, job_later_child, &l), TT_OK); /* 2 tasks, 4 jobs */
+    tt_assert_no_failures();
     ck_assert(atomic_load(&l.on_member));
     ck_rc(atomic_load(&l.destroy_rc), TT_OK);
     ck_rc(atomic_load(&l.init_rc), TT_EDESTROYED);
