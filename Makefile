@@ -42,8 +42,10 @@ LEDGER_FLAGS := --enable-ledger --enable-debug
 # uninstrumented code whose synchronisation TSan cannot see, so it reports
 # the consumers' own data as races; they run in the other builds.
 TSAN_FLAGS   := CC=gcc "CFLAGS=-O1 -g -fsanitize=thread" LDFLAGS=-fsanitize=thread \
+                CXX=g++ "CXXFLAGS=-O1 -g -fsanitize=thread" \
                 --disable-fortran --without-mpi --without-openblas
 ASAN_FLAGS   := CC=gcc "CFLAGS=-O1 -g -fsanitize=address -fno-omit-frame-pointer" \
+                CXX=g++ "CXXFLAGS=-O1 -g -fsanitize=address -fno-omit-frame-pointer" \
                 LDFLAGS=-fsanitize=address --disable-fortran --without-mpi --enable-ledger
 # (with the ledger: the suite's budget checks and the misuse fuzzer of
 # make check-stress read it.)

@@ -57,7 +57,7 @@ function g(n) { return (n in C) ? $(C[n]) : "" }
     if (label == "") { label = g("label"); host = g("host"); cpus = g("cpus"); date = g("date") }
     o = g("others_cpu_pct"); if (o != "" && o + 0 > maxo) maxo = o + 0
     st = g("stage")
-    if ((st == "paths" || st == "reduce") && g("ratio") != "") {
+    if ((st == "paths" || st == "reduce" || st == "cpp") && g("ratio") != "") {
         np++; PL[np] = g("scenario") " " g("param"); PR[np] = g("ratio"); PT[np] = (g("target") == "" ? "?" : g("target"))
     }
     if (st == "cg" && g("ratio") != "" && g("param") ~ / total$/) {
@@ -155,9 +155,10 @@ md=$top/docs/design/waiting-results.md
     echo "## The everyday paths against raw OpenMP"
     echo
     echo "| path | raw OpenMP (us) | threadteam (us) | ratio | target | verdict |"
+    echo "| (cpp-* rows: the C API's time, then the C++ front's) | | | | | |"
     echo "| --- | ---: | ---: | ---: | ---: | --- |"
     awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) C[$i] = i; next }
-        $(C["stage"]) == "paths" || $(C["stage"]) == "reduce" { printf "| %s %s | %s | %s | %s | <= %s | %s |\n", $(C["scenario"]), $(C["param"]), $(C["ref_us"]), $(C["median_us"]), $(C["ratio"]), $(C["target"]), $(C["verdict"]) }' "$csv"
+        $(C["stage"]) == "paths" || $(C["stage"]) == "reduce" || $(C["stage"]) == "cpp" { printf "| %s %s | %s | %s | %s | <= %s | %s |\n", $(C["scenario"]), $(C["param"]), $(C["ref_us"]), $(C["median_us"]), $(C["ratio"]), $(C["target"]), $(C["verdict"]) }' "$csv"
     echo
     echo "## The task-suite kernels against their OpenMP-task twins"
     echo

@@ -18,6 +18,9 @@
 #          loaded, with their targets
 #   cg     scripts/bench-cg.sh: examples/cg, threadteam kernels in an OpenMP
 #          code against its all-OpenMP twin (no target: information)
+#   cpp    scripts/bench-cpp.sh: the C++ front (threadteam.hpp) against the
+#          same calls through the C API (for_ranges, fork, the team scope,
+#          the sum), with its target (<= 1.02); when bench_cpp was built
 # The short pass keeps to a time budget (see BENCH_BUDGET_S below), so that a
 # slow or busy machine gets fewer rounds rather than a much longer run.
 # Before it starts it says how long it will take (seconds per round from the
@@ -46,6 +49,7 @@
 #                         [--rounds N] [--reps N] [--paths-rounds N] [--scenarios LIST]
 #                         [--out CSV] [--results CSV] [--bindir DIR] [--no-over]
 #                         [--no-ranges] [--no-paths] [--no-reduce] [--no-tasks] [--no-cg]
+#                         [--no-cpp]
 #                         [--keep-raw FILE]
 #                         [-- DRIVER ARGS]
 #        scripts/bench.sh --table CSV [--label L]     the table of summary rows
@@ -70,6 +74,7 @@
 #   --bindir DIR   where the programs are (default: $BENCH_BINDIR, then bench/
 #                  and omp/ of $BUILD_DIR (set by make), of ./build, of the
 #                  current directory and of the source tree)
+#   --no-cpp       skip the C++ front's rows (bench_cpp)
 #   --no-ranges, --no-paths, --no-reduce, --no-tasks, --no-cg   skip
 #                  bench_ranges, the paths, the reproducible sum, the task
 #                  kernels, the CG stage
@@ -319,6 +324,7 @@ cgbench=1
 paths_on=1
 reduce_on=1
 tasks_on=1
+cpp_on=1
 prounds_opt=
 out_results=
 keep_raw=
@@ -335,6 +341,7 @@ while [ $# -gt 0 ]; do
     --no-paths) paths_on=0 ;;
     --no-reduce) reduce_on=0 ;;
     --no-tasks) tasks_on=0 ;;
+    --no-cpp) cpp_on=0 ;;
     --label) label=$2; shift ;;
     --widths) widths=$2; shift ;;
     --load) load=$2; shift ;;
@@ -380,9 +387,9 @@ cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
 wbudget=0
 [ "$pass" = short ] && [ -z "$rounds" ] && wbudget=${BENCH_BUDGET_S:-150}
 case $pass in
-short) rounds=${rounds:-10}; reps=${reps:-15}; rr="--rounds 3 --reps 9"; prounds=7; cgr="--rounds 4 --reps 5"; rrounds=6; trounds=3 ;;
-full) rounds=${rounds:-20}; reps=${reps:-25}; rr="--rounds 5 --reps 21"; prounds=15; cgr="--rounds 10 --reps 7"; rrounds=12; trounds=7 ;;
-quick) rounds=${rounds:-1}; reps=${reps:-3}; rr="--rounds 1 --reps 3"; prounds=1; cgr="--rounds 2 --reps 1"; rrounds=1; trounds=1 ;;
+short) rounds=${rounds:-10}; reps=${reps:-15}; rr="--rounds 3 --reps 9"; prounds=7; cgr="--rounds 4 --reps 5"; rrounds=6; trounds=3; crounds=6 ;;
+full) rounds=${rounds:-20}; reps=${reps:-25}; rr="--rounds 5 --reps 21"; prounds=15; cgr="--rounds 10 --reps 7"; rrounds=12; trounds=7; crounds=12 ;;
+quick) rounds=${rounds:-1}; reps=${reps:-3}; rr="--rounds 1 --reps 3"; prounds=1; cgr="--rounds 2 --reps 1"; rrounds=1; trounds=1; crounds=1 ;;
 esac
 [ -n "$prounds_opt" ] && prounds=$prounds_opt
 
@@ -561,6 +568,8 @@ REDUCE=
 if [ "$load" = none ] && [ "$reduce_on" = 1 ]; then REDUCE=$(find_prog bench_reduce 2>/dev/null) || REDUCE=; fi
 TASKS=
 if [ "$load" = none ] && [ "$tasks_on" = 1 ]; then TASKS=$(find_prog bench_tasks 2>/dev/null) || TASKS=; fi
+CPPB=
+if [ "$load" = none ] && [ "$cpp_on" = 1 ]; then CPPB=$(find_prog bench_cpp 2>/dev/null) || CPPB=; fi
 CG=
 if [ "$cgbench" = 1 ] && [ "$load" = none ]; then
     for d in ${bd:+"$bd/examples"} "$top/build/examples" "$PWD/examples"; do
@@ -573,6 +582,7 @@ add_stage waits
 [ -n "$REDUCE" ] && add_stage reduce
 [ -n "$TASKS" ] && add_stage tasks
 [ -n "$CG" ] && add_stage cg
+[ -n "$CPPB" ] && add_stage cpp
 # (defaults: seconds per round on a quiet 2-CPU VM, bench_ranges included in
 # the waits rounds)
 e_waits=$(est waits "$rounds" "$(awk -v r="$reps" 'BEGIN { printf "%.2f", 7 * r / 15 }')")
@@ -592,11 +602,13 @@ e_paths=$(est paths "$prounds" 6)
 e_cg=$(est cg "$(echo "$cgr" | awk '{ print $2 }')" 3)
 e_reduce=$(est reduce "$rrounds" 2)
 e_tasks=$(est tasks "$trounds" 40)
+e_cpp=$(est cpp "$crounds" 8)
 total=$e_waits
 [ -n "$PATHS" ] && total=$((total + e_paths))
 [ -n "$REDUCE" ] && total=$((total + e_reduce))
 [ -n "$TASKS" ] && total=$((total + e_tasks))
 [ -n "$CG" ] && total=$((total + e_cg))
+[ -n "$CPPB" ] && total=$((total + e_cpp))
 src="estimates for two quiet CPUs"
 grep -q "^$pass-" "$timings" 2>/dev/null && src="from the last run on this machine"
 
@@ -653,6 +665,11 @@ if [ -n "$CG" ]; then
     # shellcheck disable=SC2086
     run_stage cg "$e_cg" "$(echo "$cgr" | awk '{ print $2 }')" sh "$here/bench-cg.sh" --cg "$CG" $cgr --label "$label" --csv "$tmp/cg.csv"
 fi
+if [ -n "$CPPB" ]; then
+    # The C++ front against the same calls through the C API
+    # (bench/bench_cpp.cpp), alternating processes, target 1.02.
+    run_stage cpp "$e_cpp" "$crounds" env BENCH_LABEL="$label" sh "$here/bench-cpp.sh" "$CPPB" "$crounds" "$tmp/cpp.csv"
+fi
 end=$(date +%s)
 
 # ---------------------------------------------------------------------------
@@ -696,6 +713,12 @@ RHEADER="label,date,host,cpus,stage,system,scenario,param,metric,width,added_loa
         function g(n) { return (n in C) ? $(C[n]) : "" }
         { sc = g("scenario"); if (g("policy") != "" && g("policy") != "default") sc = sc "-" g("policy")
           print g("label"), d, g("host"), c, "tasks", "threadteam", sc, g("param"), "call", g("width"), g("load"), g("tt_us"), "", g("tt_p90"), "", "openmp", g("omp_us"), g("ratio"), g("target"), g("verdict"), O["tasks"], LA["tasks"] }' "$tmp/tasks.csv"
+    # The C++ front against the C API (scripts/bench-cpp.sh's CSV).
+    [ -s "$tmp/cpp.csv" ] && awk -F, -v OFS=, -v d="$date" -v c="$cpus" -v loads="$LOADS" '
+        BEGIN { while ((getline x < loads) > 0) { split(x, f, " "); O[f[1]] = f[2]; LA[f[1]] = f[3] } }
+        NR == 1 { for (i = 1; i <= NF; i++) C[$i] = i; next }
+        function g(n) { return (n in C) ? $(C[n]) : "" }
+        { print g("label"), d, g("host"), c, "cpp", "threadteam-c++", "cpp-" g("scenario"), g("param"), "call", "", "none", g("cpp_us"), "", g("cpp_p90_us"), "", "threadteam-c", g("c_us"), g("ratio"), g("target"), g("verdict"), O["cpp"], LA["cpp"] }' "$tmp/cpp.csv"
     # The CG application, per phase (ms -> us).
     [ -s "$tmp/cg.csv" ] && awk -F, -v OFS=, -v dt="$date" -v loads="$LOADS" '
         BEGIN { while ((getline x < loads) > 0) { split(x, f, " "); O[f[1]] = f[2]; LA[f[1]] = f[3] } }

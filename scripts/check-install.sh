@@ -24,6 +24,7 @@ case $destdir in
 *) destdir=$(pwd)/$destdir ;;
 esac
 CC=${CC:-cc}
+CXX=${CXX:-c++}
 MAKE=${MAKE:-make}
 
 # cmake for the find_package check (installed as root with apt-get; optional).
@@ -57,7 +58,7 @@ prefix=$(printf '%s\n' "$dirs" | sed -n 's/^prefix=//p')
 includedir=$(printf '%s\n' "$dirs" | sed -n 's/^includedir=//p')
 stagelib=$destdir$libdir
 
-for f in "$destdir$includedir/threadteam.h" "$stagelib/libthreadteam.so" \
+for f in "$destdir$includedir/threadteam.h" "$destdir$includedir/threadteam.hpp" "$stagelib/libthreadteam.so" \
          "$stagelib/pkgconfig/threadteam.pc" "$stagelib/cmake/threadteam/threadteam-config.cmake" \
          "$stagelib/cmake/threadteam/threadteam-config-version.cmake"; do
     if test ! -f "$f"; then
@@ -203,12 +204,75 @@ if test -f "$root/README.md"; then
     esac
 fi
 
+# A C++ program over the installed threadteam.hpp (header-only: the same
+# pkg-config line as C), when a C++17 compiler is here.
+have_cxx=no
+cat >"$tmp/outside_cpp.cpp" <<'EOF'
+#include <threadteam.hpp>
+
+#include <cstdio>
+#include <stdexcept>
+
+int main()
+{
+    tt::pool pool(tt::pool_options().threads(2));
+    double s = pool.token(2).reduce_sum(1000, 100, [](size_t b, size_t e) { return double(e - b); });
+    bool caught = false;
+    try {
+        std::move(pool.token(2)).fork(2, [](unsigned i, tt::exec &&child) {
+            std::move(child).for_ranges(10, 1, [&](size_t, size_t) {
+                if (i == 1)
+                    throw std::runtime_error("from a range");
+            });
+        });
+    } catch (const std::runtime_error &) {
+        caught = true;
+    }
+    if (s != 1000.0 || !caught)
+        return 1;
+    std::printf("ok: C++ front, width %u, sum %g, an exception carried out of a range\n", pool.width(), s);
+    return 0;
+}
+EOF
+if command -v "$CXX" >/dev/null 2>&1 &&
+   echo 'int main() { return __cplusplus >= 201703L ? 0 : 1; }' >"$tmp/cxx17.cpp" &&
+   "$CXX" -std=c++17 -o "$tmp/cxx17" "$tmp/cxx17.cpp" 2>/dev/null && "$tmp/cxx17"; then
+    have_cxx=yes
+    echo "==> check-install: C++ ($CXX -std=c++17, threadteam.hpp, pkg-config)"
+    # shellcheck disable=SC2086
+    "$CXX" -std=c++17 -O2 -Wall -Wextra -Werror $cflags -o "$tmp/outside_cpp" "$tmp/outside_cpp.cpp" \
+        $libs -Wl,-rpath,"$stagelib"
+    out=$("$tmp/outside_cpp") || {
+        echo "check-install: FAIL: the C++ program failed" >&2
+        exit 1
+    }
+    printf '%s\n' "$out" | sed 's/^/check-install: C++: /'
+else
+    echo "check-install: no C++17 compiler ($CXX): the C++ front not checked (apt-get install g++)"
+fi
+
+# The README's first C++ program (its first ```cpp block), when there is
+# one and a C++17 compiler: built with the README's line, it must run.
+if test "$have_cxx" = yes && test -f "$root/README.md" && grep -q '^```cpp$' "$root/README.md"; then
+    echo "==> check-install: the first C++ program of README.md"
+    awk '/^```cpp$/ { f = 1; next } /^```$/ { if (f) exit } f' "$root/README.md" >"$tmp/first_cpp.cpp"
+    # shellcheck disable=SC2086
+    "$CXX" -std=c++17 -O2 -Wall -Wextra -Werror "$tmp/first_cpp.cpp" -o "$tmp/first_cpp" $cflags $libs \
+        -Wl,-rpath,"$stagelib"
+    out=$("$tmp/first_cpp") || {
+        echo "check-install: FAIL: the README's C++ program failed" >&2
+        exit 1
+    }
+    printf '%s\n' "$out" | sed 's/^/check-install: README (C++): /'
+fi
+
 # A CMake project: find_package(threadteam) through CMAKE_PREFIX_PATH.
 if command -v cmake >/dev/null 2>&1; then
     echo "==> check-install: CMake ($(cmake --version | head -n 1)), find_package(threadteam)"
     proj=$tmp/cmake-proj
     mkdir -p "$proj"
     cp "$tmp/outside.c" "$proj/outside.c"
+    cp "$tmp/outside_cpp.cpp" "$proj/outside_cpp.cpp"
     fortran=OFF
     if test -f "$stagelib/pkgconfig/threadteam-fortran.pc" && command -v "$FC" >/dev/null 2>&1; then
         fortran=ON
@@ -227,6 +291,13 @@ message(STATUS "threadteam ${threadteam_VERSION}: ${threadteam_LIBRARY_DIR}")
 add_executable(outside outside.c)
 set_property(TARGET outside PROPERTY C_STANDARD 11)
 target_link_libraries(outside PRIVATE threadteam::threadteam)
+option(WITH_CXX "build the C++ program (threadteam.hpp)" OFF)
+if(WITH_CXX)
+  enable_language(CXX)
+  add_executable(outside_cpp outside_cpp.cpp)
+  set_property(TARGET outside_cpp PROPERTY CXX_STANDARD 17)
+  target_link_libraries(outside_cpp PRIVATE threadteam::threadteam)
+endif()
 if(WITH_FORTRAN)
   enable_language(Fortran)
   find_package(OpenMP REQUIRED COMPONENTS Fortran)
@@ -234,6 +305,8 @@ if(WITH_FORTRAN)
   target_link_libraries(example_f PRIVATE threadteam::threadteam_fortran OpenMP::OpenMP_Fortran)
 endif()
 EOF
+    cxxopt=OFF
+    test "$have_cxx" = yes && cxxopt=ON
     for kind in shared static; do
         b=$proj/build-$kind
         static=OFF
@@ -243,7 +316,7 @@ EOF
             continue
         fi
         if ! cmake -S "$proj" -B "$b" -DCMAKE_PREFIX_PATH="$destdir$prefix" \
-            -Dthreadteam_USE_STATIC=$static -DWITH_FORTRAN=$fortran >"$b.log" 2>&1 ||
+            -Dthreadteam_USE_STATIC=$static -DWITH_FORTRAN=$fortran -DWITH_CXX=$cxxopt >"$b.log" 2>&1 ||
            ! cmake --build "$b" >>"$b.log" 2>&1; then
             cat "$b.log" >&2
             echo "check-install: FAIL: the CMake project ($kind) did not build" >&2
@@ -251,6 +324,13 @@ EOF
         fi
         # No LD_LIBRARY_PATH: CMake's build-tree rpath must find the staged library.
         "$b/outside" | sed "s/^/check-install: cmake $kind: /"
+        if test "$cxxopt" = ON; then
+            out=$("$b/outside_cpp") || {
+                echo "check-install: FAIL: the CMake-built C++ program failed ($kind)" >&2
+                exit 1
+            }
+            printf '%s\n' "$out" | sed "s/^/check-install: cmake $kind: /"
+        fi
         if test "$kind" = shared && command -v ldd >/dev/null 2>&1; then
             got=$(ldd "$b/outside" | sed -n 's/.*libthreadteam[^ ]* => \([^ ]*\).*/\1/p')
             case $got in

@@ -66,5 +66,45 @@ pair sum 1e-12 1000000
 pair sort 0 200000
 pair jacobi 0 128 100
 pair blas 0 120
-echo "test_examples: $ran pairs agree"
+
+# cxx NAME ARGS...: the C++ twin NAME_cpp (include/threadteam.hpp) prints
+# the C program's result exactly (sum_cpp: the same reduction, the same
+# bits). Not built when configure found no C++17 compiler: skipped, with
+# its reason.
+cxx() {
+    name=$1
+    shift
+    if test ! -x "$dir/${name}_cpp"; then
+        if test -z "${TT_CXX:-}"; then
+            echo "${name}_cpp: skipped (${TT_CXX_SKIP_REASON:-no C++17 compiler})"
+        else
+            echo "test_examples: $dir/${name}_cpp not built" >&2
+            status=1
+        fi
+        return
+    fi
+    out=$(limit "$dir/${name}_cpp" "$@")
+    rc=$?
+    if test $rc = 77; then
+        echo "${name}_cpp: skipped ($out)"
+        return
+    fi
+    out_c=$(limit "$dir/$name" "$@")
+    rc_c=$?
+    printf '%s\n' "$out"
+    a=$(printf '%s\n' "$out" | sed -n 's/^result: //p')
+    b=$(printf '%s\n' "$out_c" | sed -n 's/^result: //p')
+    if test $rc != 0 || test $rc_c != 0 || test -z "$a" || test "x$a" != "x$b"; then
+        echo "test_examples: ${name}_cpp exited $rc with '$a', $name $rc_c with '$b'" >&2
+        status=1
+        return
+    fi
+    cxx_ran=$((cxx_ran + 1))
+}
+cxx_ran=0
+cxx sum 1000000
+cxx sort 200000
+cxx jacobi 128 100
+cxx blas 120
+echo "test_examples: $ran pairs agree, $cxx_ran C++ twins print the C programs' results"
 exit $status
