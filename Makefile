@@ -152,7 +152,7 @@ define tt_print_skipped
 	  test -f "$$t" || continue; \
 	  if grep -Eq '^:test-result: SKIP' "$$t"; then \
 	    l="$${t%.trs}.log"; \
-	    why=`grep -i 'skip' "$$l" 2>/dev/null | grep -v '^SKIP:' | tail -n 1`; \
+	    why=`grep -i 'skip' "$$l" 2>/dev/null | grep -Ev '^SKIP[: ]' | tail -n 1`; \
 	    test -n "$$why" || why=`grep -v '^ *$$' "$$l" 2>/dev/null | tail -n 1`; \
 	    echo "    skipped: `basename $${t%.trs}` ($$d): $${why:-no reason given}"; \
 	  fi; \
