@@ -5,6 +5,7 @@
  * pinning) are stored here and read by the pool.
  */
 #include "internal.h"
+#include "einval.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,7 @@ bool tt__attr_dedicated(const struct tt_pool_attr *a)
 int tt_pool_attr_create(tt_pool_attr **attr)
 {
     if (!attr)
-        return TT_EINVAL;
+        return TT__EINVAL("!attr");
     *attr = NULL;
     struct tt_pool_attr *a = tt__malloc(sizeof *a);
     if (!a)
@@ -55,23 +56,27 @@ void tt_pool_attr_destroy(tt_pool_attr *attr)
 int tt_pool_attr_set_threads(tt_pool_attr *attr, unsigned threads)
 {
     if (!attr)
-        return TT_EINVAL;
+        return TT__EINVAL("!attr");
     attr->threads = threads;
     return TT_OK;
 }
 
 int tt_pool_attr_get_threads(const tt_pool_attr *attr, unsigned *threads)
 {
-    if (!attr || !threads)
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if (!threads)
+        return TT__EINVAL("!threads");
     *threads = attr->threads;
     return TT_OK;
 }
 
 int tt_pool_attr_set_thread_name(tt_pool_attr *attr, const char *name)
 {
-    if (!attr || (name && !*name))
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if ((name && !*name))
+        return TT__EINVAL("name && !*name");
     char *copy = NULL;
     if (name) {
         copy = tt__strdup(name);
@@ -85,16 +90,20 @@ int tt_pool_attr_set_thread_name(tt_pool_attr *attr, const char *name)
 
 int tt_pool_attr_get_thread_name(const tt_pool_attr *attr, const char **name)
 {
-    if (!attr || !name)
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if (!name)
+        return TT__EINVAL("!name");
     *name = attr->thread_name;
     return TT_OK;
 }
 
 int tt_pool_attr_set_stack_size(tt_pool_attr *attr, size_t bytes)
 {
-    if (!attr || bytes < TT__MIN_STACK_SIZE)
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if (bytes < TT__MIN_STACK_SIZE)
+        return TT__EINVAL("bytes < TT__MIN_STACK_SIZE");
     attr->stack_size = bytes;
     attr->stack_size_set = true;
     return TT_OK;
@@ -102,8 +111,10 @@ int tt_pool_attr_set_stack_size(tt_pool_attr *attr, size_t bytes)
 
 int tt_pool_attr_get_stack_size(const tt_pool_attr *attr, size_t *bytes)
 {
-    if (!attr || !bytes)
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if (!bytes)
+        return TT__EINVAL("!bytes");
     *bytes = attr->stack_size;
     return TT_OK;
 }
@@ -111,7 +122,7 @@ int tt_pool_attr_get_stack_size(const tt_pool_attr *attr, size_t *bytes)
 int tt_pool_attr_set_on_start(tt_pool_attr *attr, tt_on_start_fn fn, void *arg)
 {
     if (!attr)
-        return TT_EINVAL;
+        return TT__EINVAL("!attr");
     attr->on_start = fn;
     attr->on_start_arg = fn ? arg : NULL;
     attr->on_start_set = fn != NULL;
@@ -120,8 +131,12 @@ int tt_pool_attr_set_on_start(tt_pool_attr *attr, tt_on_start_fn fn, void *arg)
 
 int tt_pool_attr_get_on_start(const tt_pool_attr *attr, tt_on_start_fn *fn, void **arg)
 {
-    if (!attr || !fn || !arg)
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if (!fn)
+        return TT__EINVAL("!fn");
+    if (!arg)
+        return TT__EINVAL("!arg");
     *fn = attr->on_start;
     *arg = attr->on_start_arg;
     return TT_OK;
@@ -129,16 +144,20 @@ int tt_pool_attr_get_on_start(const tt_pool_attr *attr, tt_on_start_fn *fn, void
 
 int tt_pool_attr_set_qos(tt_pool_attr *attr, tt_qos qos)
 {
-    if (!attr || (unsigned)qos > (unsigned)TT_QOS_USER_INTERACTIVE)
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if ((unsigned)qos > (unsigned)TT_QOS_USER_INTERACTIVE)
+        return TT__EINVAL("(unsigned)qos > (unsigned)TT_QOS_USER_INTERACTIVE");
     attr->qos = qos;
     return TT_OK;
 }
 
 int tt_pool_attr_get_qos(const tt_pool_attr *attr, tt_qos *qos)
 {
-    if (!attr || !qos)
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if (!qos)
+        return TT__EINVAL("!qos");
     *qos = attr->qos;
     return TT_OK;
 }
@@ -146,15 +165,17 @@ int tt_pool_attr_get_qos(const tt_pool_attr *attr, tt_qos *qos)
 int tt_pool_attr_set_idle_spin(tt_pool_attr *attr, uint64_t ns)
 {
     if (!attr)
-        return TT_EINVAL;
+        return TT__EINVAL("!attr");
     attr->idle_spin_ns = ns;
     return TT_OK;
 }
 
 int tt_pool_attr_get_idle_spin(const tt_pool_attr *attr, uint64_t *ns)
 {
-    if (!attr || !ns)
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if (!ns)
+        return TT__EINVAL("!ns");
     *ns = attr->idle_spin_ns;
     return TT_OK;
 }
@@ -162,15 +183,17 @@ int tt_pool_attr_get_idle_spin(const tt_pool_attr *attr, uint64_t *ns)
 int tt_pool_attr_set_idle_serves_pool(tt_pool_attr *attr, bool on)
 {
     if (!attr)
-        return TT_EINVAL;
+        return TT__EINVAL("!attr");
     attr->idle_serves_pool = on;
     return TT_OK;
 }
 
 int tt_pool_attr_get_idle_serves_pool(const tt_pool_attr *attr, bool *on)
 {
-    if (!attr || !on)
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if (!on)
+        return TT__EINVAL("!on");
     *on = attr->idle_serves_pool;
     return TT_OK;
 }
@@ -178,15 +201,17 @@ int tt_pool_attr_get_idle_serves_pool(const tt_pool_attr *attr, bool *on)
 int tt_pool_attr_set_acquire_timeout(tt_pool_attr *attr, uint64_t ns)
 {
     if (!attr)
-        return TT_EINVAL;
+        return TT__EINVAL("!attr");
     attr->acquire_timeout_ns = ns;
     return TT_OK;
 }
 
 int tt_pool_attr_get_acquire_timeout(const tt_pool_attr *attr, uint64_t *ns)
 {
-    if (!attr || !ns)
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if (!ns)
+        return TT__EINVAL("!ns");
     *ns = attr->acquire_timeout_ns;
     return TT_OK;
 }
@@ -194,7 +219,7 @@ int tt_pool_attr_get_acquire_timeout(const tt_pool_attr *attr, uint64_t *ns)
 int tt_pool_attr_set_spin_polls(tt_pool_attr *attr, uint64_t polls)
 {
     if (!attr)
-        return TT_EINVAL;
+        return TT__EINVAL("!attr");
     attr->spin_polls = polls;
     attr->spin_polls_set = true;
     return TT_OK;
@@ -202,8 +227,10 @@ int tt_pool_attr_set_spin_polls(tt_pool_attr *attr, uint64_t polls)
 
 int tt_pool_attr_get_spin_polls(const tt_pool_attr *attr, uint64_t *polls)
 {
-    if (!attr || !polls)
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if (!polls)
+        return TT__EINVAL("!polls");
     /* Not set: what a pool built now would take from OpenMP's settings. */
     *polls = attr->spin_polls_set ? attr->spin_polls : tt__omp_waits_get()->spin_polls;
     return TT_OK;
@@ -212,15 +239,17 @@ int tt_pool_attr_get_spin_polls(const tt_pool_attr *attr, uint64_t *polls)
 int tt_pool_attr_set_pin_participants(tt_pool_attr *attr, bool on)
 {
     if (!attr)
-        return TT_EINVAL;
+        return TT__EINVAL("!attr");
     attr->pin_participants = on;
     return TT_OK;
 }
 
 int tt_pool_attr_get_pin_participants(const tt_pool_attr *attr, bool *on)
 {
-    if (!attr || !on)
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if (!on)
+        return TT__EINVAL("!on");
     *on = attr->pin_participants;
     return TT_OK;
 }
@@ -228,15 +257,17 @@ int tt_pool_attr_get_pin_participants(const tt_pool_attr *attr, bool *on)
 int tt_pool_attr_set_isolate_shares(tt_pool_attr *attr, bool on)
 {
     if (!attr)
-        return TT_EINVAL;
+        return TT__EINVAL("!attr");
     attr->isolate_shares = on;
     return TT_OK;
 }
 
 int tt_pool_attr_get_isolate_shares(const tt_pool_attr *attr, bool *on)
 {
-    if (!attr || !on)
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if (!on)
+        return TT__EINVAL("!on");
     *on = attr->isolate_shares;
     return TT_OK;
 }

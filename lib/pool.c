@@ -10,6 +10,7 @@
  * tt_pool_create.
  */
 #include "internal.h"
+#include "einval.h"
 #include "wait.h"
 
 #include <errno.h>
@@ -138,7 +139,7 @@ static void pool_free(tt_pool *p) { shell_put(p); }
 int tt_pool_create(tt_pool **pool, const tt_pool_attr *attr)
 {
     if (!pool)
-        return TT_EINVAL;
+        return TT__EINVAL("!pool");
     *pool = NULL;
     if (tt__runtime_check() != TT_OK)
         return TT_ERUNTIME;
@@ -466,7 +467,7 @@ bool tt_pool_pin_participants(const tt_pool *pool)
 int tt_pool_release_idle(tt_pool *pool)
 {
     if (!pool)
-        return TT_EINVAL;
+        return TT__EINVAL("!pool");
     /* Relaxed: a member that misses the bump finishes its spin as it would
      * have anyway; nothing depends on it. */
     tt__crew *c = tt__pool_crew(pool);
@@ -537,8 +538,10 @@ bool tt__pool_forked(const tt_pool *p) { return pool_forked(p); }
 
 int tt_pool_wait_counts(const tt_pool *pool, tt_wait_counts *out)
 {
-    if (!pool || !out)
-        return TT_EINVAL;
+    if (!pool)
+        return TT__EINVAL("!pool");
+    if (!out)
+        return TT__EINVAL("!out");
     memset(out, 0, sizeof *out);
     /* The waits of the region crews (the pool's own counters) and of the
      * private crew since this pool took it (a crew taken from the cache

@@ -39,6 +39,7 @@
  * three, against 7.05 us for the tt_for_ranges and 7.07 us for raw OpenMP.
  */
 #include "internal.h"
+#include "einval.h"
 
 #include <math.h>
 #include <stdalign.h>
@@ -200,8 +201,16 @@ int tt_reduce_ranges(tt_exec *ex, size_t len, size_t grain, size_t acc_size,
                      tt_reduce_init_fn init, tt_reduce_body_fn body,
                      tt_reduce_combine_fn combine, void *arg, void *result)
 {
-    if (!body || !combine || !result || grain == 0 || acc_size == 0)
-        return TT_EINVAL;
+    if (!body)
+        return TT__EINVAL("!body");
+    if (!combine)
+        return TT__EINVAL("!combine");
+    if (!result)
+        return TT__EINVAL("!result");
+    if (grain == 0)
+        return TT__EINVAL("grain == 0");
+    if (acc_size == 0)
+        return TT__EINVAL("acc_size == 0");
     reduce_ctx k = {.len = len, .grain = grain, .acc_size = acc_size, .init = init,
                     .body = body, .combine = combine, .arg = arg};
     return reduce_run(ex, &k, result);
@@ -217,8 +226,12 @@ int tt_reduce_ranges(tt_exec *ex, size_t len, size_t grain, size_t acc_size,
 int tt_reduce_sum_d(tt_exec *ex, size_t len, size_t grain, tt_reduce_d_fn body, void *arg,
                     double *result)
 {
-    if (!body || !result || grain == 0)
-        return TT_EINVAL;
+    if (!body)
+        return TT__EINVAL("!body");
+    if (!result)
+        return TT__EINVAL("!result");
+    if (grain == 0)
+        return TT__EINVAL("grain == 0");
     reduce_ctx k = {.len = len, .grain = grain, .acc_size = sizeof(double), .dsum = body,
                     .arg = arg};
     return reduce_run(ex, &k, result);
@@ -280,8 +293,12 @@ static void loc_combine(void *arg, void *into, const void *from)
 static int reduce_loc(tt_exec *ex, const double *x, size_t len, size_t grain, double *value,
                       size_t *index, bool max)
 {
-    if (!value || !index || (!x && len > 0))
-        return TT_EINVAL;
+    if (!value)
+        return TT__EINVAL("!value");
+    if (!index)
+        return TT__EINVAL("!index");
+    if ((!x && len > 0))
+        return TT__EINVAL("!x && len > 0");
     loc_ctx c = {.x = x, .max = max};
     loc_acc out;
     int rc = tt_reduce_ranges(ex, len, grain, sizeof out, loc_init, loc_body, loc_combine, &c,

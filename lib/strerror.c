@@ -1,10 +1,13 @@
 /* strerror.c -- a sentence and a name for every return code, both made
- * from the one table in threadteam.h (TT_STATUS_MAP), and the one report
- * the library makes of a broken invariant (TT__INVARIANT in internal.h). */
+ * from the one table in threadteam.h (TT_STATUS_MAP), the one report the
+ * library makes of a broken invariant (TT__INVARIANT in internal.h), and
+ * the TT_DEBUG line of a TT_EINVAL (einval.h). */
 #include "internal.h"
+#include "einval.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *tt_strerror(int code)
 {
@@ -34,4 +37,26 @@ void tt__invariant_failed(const char *file, int line, const char *what)
 {
     fprintf(stderr, "threadteam: invariant broken at %s:%d: %s\n", file, line, what);
     abort();
+}
+
+/* TT_DEBUG, read once: 0 not yet, 1 off, 2 on. A race between two first
+ * readers reads the same environment twice, harmlessly. */
+static _Atomic int debug_state;
+
+static bool debug_on(void)
+{
+    int s = atomic_load_explicit(&debug_state, memory_order_relaxed);
+    if (s == 0) {
+        const char *v = getenv("TT_DEBUG");
+        s = (v && *v && strcmp(v, "0") != 0) ? 2 : 1;
+        atomic_store_explicit(&debug_state, s, memory_order_relaxed);
+    }
+    return s == 2;
+}
+
+int tt__einval(const char *func, const char *what)
+{
+    if (debug_on())
+        fprintf(stderr, "threadteam: %s: TT_EINVAL: %s\n", func, what);
+    return TT_EINVAL;
 }

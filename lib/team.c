@@ -15,6 +15,7 @@
  * file fills in, so that the token protocol calls nothing above it.
  */
 #include "internal.h"
+#include "einval.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -60,10 +61,14 @@ void (*tt__test_into_team_window)(tt_pool *pool);
 int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
 {
     if (!team)
-        return TT_EINVAL;
+        return TT__EINVAL("!team");
     *team = NULL;
-    if (!pool || width == 0 || width > pool->width)
-        return TT_EINVAL;
+    if (!pool)
+        return TT__EINVAL("!pool");
+    if (width == 0)
+        return TT__EINVAL("width == 0");
+    if (width > pool->width)
+        return TT__EINVAL("width > pool->width");
     if (tt__pool_forked(pool))
         return TT_EFORKED;
     tt_team *t = tt__calloc(1, sizeof *t);
@@ -143,11 +148,11 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
 static int lead_common(tt_team *team, unsigned budget, tt_exec *ex, bool block)
 {
     if (!ex)
-        return TT_EINVAL;
+        return TT__EINVAL("!ex");
     tt__exec *x = tt__x(ex);
     if (!team || budget == 0) {
         tt__token_mint_invalid(x);
-        return TT_EINVAL;
+        return TT__EINVAL(!team ? "!team" : "budget == 0");
     }
     if (tt__pool_forked(team->pool)) {
         tt__token_mint_invalid(x);

@@ -27,6 +27,7 @@
  * that ends a leader role, which the persistent team fills in).
  */
 #include "internal.h"
+#include "einval.h"
 
 #include <string.h>
 
@@ -68,12 +69,14 @@ void (*tt__test_init_window)(tt_pool *pool);
 int tt_exec_init(tt_exec *ex, tt_pool *pool, unsigned budget)
 {
     if (!ex)
-        return TT_EINVAL;
+        return TT__EINVAL("!ex");
     tt__exec *x = tt__x(ex);
     int rc = TT_OK;
     uint32_t gen = 0;
-    if (!pool || budget == 0) {
-        rc = TT_EINVAL;
+    if (!pool) {
+        rc = TT__EINVAL("!pool");
+    } else if (budget == 0) {
+        rc = TT__EINVAL("budget == 0");
     } else if (tt__pool_forked(pool)) {
         rc = TT_EFORKED;
     } else {
@@ -129,7 +132,7 @@ int tt__token_check_one(const tt__exec *x)
 {
     uint32_t m = atomic_load_explicit(&x->magic, memory_order_acquire);
     if (!magic_known(m))
-        return TT_EINVAL;
+        return TT__EINVAL("the token was never initialised (or is not a tt_exec)");
     if (x->self != x)
         return TT_ECOPY;
     if (m != TT__MAGIC_LIVE)
@@ -146,7 +149,7 @@ static int check_chain(const tt__exec *x)
     unsigned steps = 0;
     for (const tt__exec *p = x->parent; p; p = p->parent) {
         if (p == slow)
-            return TT_EINVAL;
+            return TT__EINVAL("the token's reborrow chain loops");
         int rc = tt__token_check_one(p);
         if (rc)
             return rc;
@@ -163,7 +166,7 @@ static int check_chain(const tt__exec *x)
 int tt__exec_check(const tt__exec *x)
 {
     if (!x)
-        return TT_EINVAL;
+        return TT__EINVAL("the token is NULL");
     int rc = tt__token_check_one(x);
     if (rc)
         return rc;
@@ -171,7 +174,7 @@ int tt__exec_check(const tt__exec *x)
     if (rc)
         return rc;
     if (x->flags & TT__F_BAD_LIMIT)
-        return TT_EINVAL;
+        return TT__EINVAL("tt_exec_limit was given a maximum of 0");
     /* A token handed to a task belongs to the task's thread. */
     if ((x->flags & (TT__F_IN_TASK | TT__F_OWNED)) && !pthread_equal(x->owner, pthread_self()))
         return TT_EWRONGTHREAD;
@@ -521,16 +524,18 @@ void tt_exec_finish(tt_exec *ex)
  * code stored wins; the fork reads the word before each job it starts. */
 int tt_fork_fail(tt_exec *child, int code)
 {
-    if (!child || code == 0)
-        return TT_EINVAL;
+    if (!child)
+        return TT__EINVAL("!child");
+    if (code == 0)
+        return TT__EINVAL("code == 0");
     tt__exec *x = tt__x(child);
     uint32_t m = atomic_load_explicit(&x->magic, memory_order_acquire);
     if (!magic_known(m))
-        return TT_EINVAL;
+        return TT__EINVAL("the token was never initialised (or is not a tt_exec)");
     if (x->self != x)
         return TT_ECOPY;
     if (!x->fork_fail)
-        return TT_EINVAL;
+        return TT__EINVAL("the token is not a fork job's child");
     if (!pthread_equal(x->owner, pthread_self()))
         return TT_EWRONGTHREAD;
     int none = 0;
