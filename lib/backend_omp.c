@@ -9,8 +9,9 @@
  * libgomp thread pool of its own, and the region on it is a non-nested one,
  * so libgomp keeps its threads for the whole life of the region.
  */
-#include "internal.h"
-#include "wait.h"
+#include "share.h"
+#include "test_hooks.h"
+#include "futex.h"
 
 #if TT_HAVE_OPENMP
 
@@ -379,7 +380,7 @@ typedef struct isolate_call {
 } isolate_call;
 
 /* A share without a region of its own puts back the ICVs it changed
- * (internal.h, tt__icvs), so that neither its caller nor the next share
+ * (backend.h, tt__icvs), so that neither its caller nor the next share
  * on the thread sees them. Each read is a load from the calling task's
  * ICV block; together about 5 ns. */
 static omp_allocator_handle_t rt_get_default_allocator(void);
@@ -843,7 +844,6 @@ static unsigned omp_thread_limit(void)
     return lim;
 }
 
-void tt__test_region_cap(unsigned cap);
 void tt__test_region_cap(unsigned cap)
 {
     atomic_store_explicit(&region_cap, cap, memory_order_relaxed);

@@ -17,8 +17,10 @@
  * and needs no lock. The same serving loop (tt__member_serve) runs in the
  * members of a root region on the caller's team.
  */
-#include "internal.h"
-#include "wait.h"
+#include "crew.h"
+#include "cpu.h"
+#include "test_hooks.h"
+#include "futex.h"
 
 #include <errno.h>
 #include <link.h>

@@ -32,7 +32,7 @@
  * (gang.c), the pools (pool.c) and the crews; it knows nothing of tasks,
  * scopes or the token protocol beyond the fields of a token it reads.
  */
-#include "internal.h"
+#include "place.h"
 
 /* ------------------------------------------------------------------------ */
 /* The thread's hold stack                                                   */

@@ -1,7 +1,7 @@
 /* strerror.c -- a sentence and a name for every return code, both made
  * from the one table in threadteam.h (TT_STATUS_MAP), and the one report
- * the library makes of a broken invariant (TT__INVARIANT in internal.h). */
-#include "internal.h"
+ * the library makes of a broken invariant (TT__INVARIANT in base.h). */
+#include "base.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * team.c -- persistent teams: a pool's members held as one team between
  * leaders (tt_pool_into_team, tt_team_lead, tt_team_into_pool).
  *
- * A persistent team is a control block (tt__ctl, internal.h) that outlives
+ * A persistent team is a control block (tt__ctl, scope.h) that outlives
  * any one call: its members run the participant loop of team_scope.c from
  * tt_pool_into_team until tt_team_into_pool, and whichever thread leads
  * (one at a time) issues commands on it through a lead token, a token with

@@ -2,7 +2,7 @@
  * team_scope.c -- team scopes: control blocks, sections, splits, the
  * members' loop, tt_team_scope and the entries on tokens with team
  * authority. Persistent teams (team.c) are a control block held between
- * leaders, and use the block's machinery from here through internal.h.
+ * leaders, and use the block's machinery from here through scope.h.
  *
  * A scope is a control block (tt__ctl) shared by a leader thread
  * (participant 0) and size - 1 reserved members (participants 1..size-1).

@@ -26,7 +26,8 @@
  * carries (tt__team_hook: whether a command is in flight, and the function
  * that ends a leader role, which the persistent team fills in).
  */
-#include "internal.h"
+#include "place.h"
+#include "test_hooks.h"
 
 #include <string.h>
 

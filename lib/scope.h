@@ -1,0 +1,103 @@
+/*
+ * scope.h -- team scopes (team_scope.c and the files cut from it) and
+ * persistent teams (team.c): the control block a scope's or team's
+ * threads share. Above the entry frame.
+ */
+#ifndef TT_SCOPE_H
+#define TT_SCOPE_H
+
+#include "entry.h"
+
+/* A control block: shared by a leader thread (participant 0) and size - 1
+ * members (participants 1..size-1), each of which waits for the block's
+ * generation word to move, runs the command the leader wrote, and reports
+ * to the command's join (team_scope.c). A scope's block lives on the
+ * leader's stack; a persistent team's in the tt_team. */
+typedef struct tt__ctl tt__ctl;
+struct tt__ctl {
+    /* What token.c reads of the block through a team token's `team` field
+     * (tokens.h): `busy`, a command is in flight (leader-private), and
+     * the hook that ends a persistent team's leader role. First, so that
+     * the token protocol needs nothing else of this file. */
+    tt__team_hook hook;
+    tt__event gen TT__ALIGNED; /* bumped once per command                 */
+    /* The command's header: generation << 32 | kind << 24 | width, one
+     * atomic word, so that a participant left out of a narrow section can
+     * read which command it is while the leader may already write the next
+     * (it does not wait for participants that take no part). */
+    _Atomic uint64_t cmd;
+    /* Where the block's threads run (team_scope.c, "Sharing a CPU"): the
+     * CPU the leader issued the last command from (sched_getcpu; -1 before
+     * the first, or unknown); the participants whose last command started
+     * on that CPU (bit min(rank, 63)). Hints, both relaxed. On the
+     * command's line: a member reads them with the command, the leader
+     * reads `crowded` from its own cache, and a member writes only when its
+     * bit changes. With them the command's header and body still fill one
+     * line (8 + 8 + 8 + 8 + 16 + 8 + 8 bytes). */
+    _Atomic int lead_cpu;
+    _Atomic uint64_t crowded;
+    /* The command's body: read only by participants that take part, which
+     * the leader waits for before it writes another. */
+    tt_section_fn fn;
+    void *arg;
+    unsigned width;
+    struct split_cmd *split; /* team_scope.c */
+    tt__join join TT__ALIGNED;
+    /* The earliest time of the block's next nudge (team_scope.c, "Sharing
+     * a CPU"): a hint, relaxed, touched only by a member about to move. */
+    _Atomic uint64_t nudge_after_ns;
+    /* The section barrier: arrivals, and the generation that releases. */
+    _Atomic uint32_t bar_count TT__ALIGNED;
+    /* The failure the section's barriers return (0: none): set, with a
+     * move of bar_gen after it, by a participant's tt_section_fail or by
+     * the last arriver of a barrier that finds the scope failed; reset
+     * with bar_count when a section starts. */
+    _Atomic int bar_fail;
+    tt__event bar_gen;
+    /* Fixed for the life of the block. */
+    tt_pool *pool;
+    tt__crew *crew;
+    unsigned size;            /* participants, the leader included       */
+    const uint32_t *members;  /* participant p >= 1 is members[p - 1]    */
+    tt__wait_policy pol;
+    void *ledger;
+    pthread_t leader;         /* the thread that may issue commands      */
+    uint32_t pool_gen;        /* tokens minted here belong to this pool  */
+    /* The block's participants are every thread of the OpenMP region they
+     * run in (a root scope on the caller's team at the pool's width): a
+     * section of the block's full size is that region's team to OpenMP. */
+    bool region_team;
+    /* The failure word of the tt_team_scope call this block serves now
+     * (tt_scope_fail, tt_section_fail): 0, or the first code. Set by the
+     * leader before any command; a split's sub-blocks share their parent's. */
+    _Atomic int *fail;
+};
+
+/* A member's part of a scope: the work posted to it once per scope. */
+typedef struct tt__part_work {
+    tt__work w;
+    tt__ctl *c;
+    unsigned rank;
+    uint32_t gen0;   /* the generation before the first command          */
+    bool pin;
+    unsigned cpu;    /* CPU to pin to, when pin                          */
+} tt__part_work;
+
+/* Set up a control block of `size` participants on `crew` (`members`:
+ * participant p >= 1 is members[p - 1]; NULL on a region crew, where
+ * region thread p is participant p). `pool_gen` is the pool generation its
+ * child tokens carry: a scope's is the generation of the token that
+ * entered (checked at its claim; read from the pool here instead, after a
+ * destroy from a member (DOOMED, the generation bumped), it would make the
+ * scope's child tokens look live on the dying pool), a split's groups take
+ * their parent's, and a persistent team's is the generation it was built
+ * at. */
+void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew, unsigned size,
+                  const uint32_t *members, const tt__wait_policy *pol, void *ledger);
+/* Post the participant loop to every member of c (`works`: size - 1
+ * records that live until the end command's join), pinned per `pin`; and
+ * end it: the members leave the loop, and the leader waits for them. */
+void tt__ctl_start_members(tt__ctl *c, tt__part_work *works, bool pin);
+void tt__ctl_end_members(tt__ctl *c);
+
+#endif /* TT_SCOPE_H */
