@@ -32,6 +32,14 @@
 #define _GNU_SOURCE
 #endif
 #include "tt_test.h"
+#include "test_hooks.h"
+
+/* tt__test_force_private_crew (test_hooks.h): every root runs on its pool's
+ * private crew, as in a fork() child of a multi-threaded parent. The
+ * isolated children of this file test the private crew and its cache
+ * (whether a child of the test runner is multi-threaded at fork time is not
+ * the test's to decide), and run under ThreadSanitizer as exec'd processes,
+ * where no fork is seen. */
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -60,15 +68,6 @@
 #define LC_TSAN 0
 #endif
 
-/* Internal to the library (alloc.c): the Nth allocation / the Nth thread
- * start from now fails; 0 disarms. */
-void tt__fault_inject(long alloc_nth, long thread_nth);
-/* Test hook (internal): every root runs on its pool's private crew, as in a
- * fork() child of a multi-threaded parent. The isolated children of this
- * file test the private crew and its cache (whether a child of the test
- * runner is multi-threaded at fork time is not the test's to decide), and
- * run under ThreadSanitizer as exec'd processes, where no fork is seen. */
-void tt__test_force_private_crew(bool on);
 
 #define LC_MAXW 64
 

@@ -15,6 +15,7 @@
  * queued thread: the last entry out (that thread) ends the pool.
  */
 #include "tt_test.h"
+#include "test_hooks.h"
 
 enum { K_FORK, K_RANGES, K_BCAST, K_EXT, K_SCOPE, K_CANB, K_COST, K_COUNT };
 
@@ -308,8 +309,6 @@ END_TEST
  * entry see the new generation and count itself out. 0.1.0 reset the
  * count when it reused the object: the count out wrapped, and the new pool
  * refused its destroy forever. */
-void tt__test_entry_count_in(tt_pool *p);
-void tt__test_entry_count_out(tt_pool *p);
 
 START_TEST(test_entry_count_survives_reuse)
 {
@@ -333,7 +332,6 @@ END_TEST
  * pool's `doomed` flag under the lock and tore down outside it, and a plain
  * thread's destroy that read `retired` still false took the normal path:
  * two teardowns of one object (two live pools on it, or a double free). */
-unsigned long tt__test_pool_teardowns(void);
 
 typedef struct double_destroy {
     tt_pool *pool;
@@ -438,7 +436,6 @@ END_TEST
  * fuzzer's AddressSanitizer SEGV in take_lowest, seed 59465). The test hook
  * runs the doom in that window: the mint is refused, or the token's entry
  * is, and nothing runs. */
-extern void (*tt__test_init_window)(tt_pool *pool);
 
 typedef struct doom_window {
     tt_pool *pool;
@@ -549,7 +546,6 @@ END_TEST
  * the two gave the team the doomed pool's new generation, and its leads'
  * entries ran on a pool that refuses new entries. The generation is now
  * read under the lock, before the state. */
-extern void (*tt__test_into_team_window)(tt_pool *pool);
 
 START_TEST(test_into_team_racing_member_destroy)
 {

@@ -18,10 +18,8 @@
 
 #include "threadteam.h"
 #include "tt_test.h"
+#include "test_hooks.h"
 
-/* Internal to the library (alloc.c): the Nth allocation from now fails;
- * 0 disarms. The tests link the static library. */
-void tt__fault_inject(long alloc_nth, long thread_nth);
 
 /* ------------------------------------------------------------------------ */
 /* The documented partition and tree, written out here independently         */

@@ -11,13 +11,13 @@
  * Errors line), ran no job and consumed the token.
  */
 #include "tt_test.h"
+#include "test_hooks.h"
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #if TT_PARALLEL_ENABLED
-void tt__test_region_cap(unsigned cap);
 
 typedef struct counted {
     tt_live live;

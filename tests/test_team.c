@@ -18,6 +18,7 @@
 
 #include "threadteam.h"
 #include "tt_test.h"
+#include "test_hooks.h"
 
 /* tt_scope_run from a scope callback (any thread; the callbacks return
  * void): a code other than TT_OK is a failed check. */
@@ -581,7 +582,6 @@ static void barrier_scope(void *arg, tt_scope *scope)
 /* The throttle itself: a throttled spin ends after 100 polls whatever the
  * spin budget says (2^40 polls, hours, when unthrottled). Deterministic:
  * Check's timeout fails the test if the throttle does not cut the spin. */
-bool tt__test_spin_once(uint64_t spin_polls, bool throttled);
 
 START_TEST(throttled_spin_is_short)
 {

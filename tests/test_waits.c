@@ -10,6 +10,7 @@
  * Check timeout and the elapsed-time bounds catch that.
  */
 #include "tt_test.h"
+#include "test_hooks.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -288,19 +289,10 @@ typedef struct tt__omp_waits_t {
     uint64_t spin_polls, throttled_polls;
     int policy;
     bool spincount_set;
-} tt__omp_waits_t; /* lib/internal.h's tt__omp_waits */
+} tt__omp_waits_t; /* lib/waits.h's tt__omp_waits */
 void tt__omp_waits_parse(const char *policy, const char *spincount, tt__omp_waits_t *out);
-uint64_t tt__test_pool_spun_polls(const tt_pool *pool);
-uint64_t tt__test_pool_lead_late(const tt_pool *pool);
-uint64_t tt__test_pool_scope_end_joins(const tt_pool *pool);
-uint64_t tt__test_pool_crowded_waits(const tt_pool *pool);
-uint64_t tt__test_pool_nudges(const tt_pool *pool);
-uint64_t tt__test_pool_lead_wait_skips(const tt_pool *pool);
-int tt__test_scope_cpu_hook(int cpu);
-void tt__test_crew_cache_drain(void);
-uint32_t tt__test_threads_hook(uint32_t n);
-int tt__test_last_region_end(void);
-bool tt__test_scope_throttled(const tt_scope *scope);
+/* The oversubscription signal's parser (lib/wait.c). */
+long tt__loadavg_parse_running(const char *s);
 
 static uint64_t default_spin(void)
 {
@@ -519,15 +511,6 @@ static void *busy_main(void *p)
     return NULL;
 }
 
-uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool reset,
-                             uint64_t *preemptions, uint64_t *starved_until,
-                             uint64_t *spun);
-/* The oversubscription signal's parser and test hooks (lib/wait.c). */
-long tt__loadavg_parse_running(const char *s);
-uint64_t tt__test_runnable_hook(bool on, long running, unsigned cpus);
-uint64_t tt__test_oversub_samples(void);
-uint64_t tt__test_spin_starving(uint64_t spin_polls, uint64_t *starving, uint64_t *preemptions,
-                                uint64_t *starved_until, uint64_t *spun);
 
 START_TEST(test_descheduled_waiter_sleeps)
 {
