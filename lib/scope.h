@@ -1,7 +1,8 @@
 /*
- * scope.h -- team scopes (team_scope.c and the files cut from it) and
- * persistent teams (team.c): the control block a scope's or team's
- * threads share. Above the entry frame.
+ * scope.h -- team scopes (team_scope.c, scope_split.c, scope_entries.c)
+ * and persistent teams (team.c): the control block a scope's or team's
+ * threads share, and what the three files of team scopes share. Above the
+ * entry frame.
  */
 #ifndef TT_SCOPE_H
 #define TT_SCOPE_H
@@ -99,5 +100,75 @@ void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew, 
  * end it: the members leave the loop, and the leader waits for them. */
 void tt__ctl_start_members(tt__ctl *c, tt__part_work *works, bool pin);
 void tt__ctl_end_members(tt__ctl *c);
+
+/* ------------------------------------------------------------------------ */
+/* What the files of team scopes share: team_scope.c (control blocks,        */
+/* sharing a CPU, sections), scope_split.c (splits, scope forks, the         */
+/* members' loop) and scope_entries.c (tt_team_scope, entries on team        */
+/* tokens), each calling only into the ones before it.                       */
+/* ------------------------------------------------------------------------ */
+
+struct tt_scope {
+    tt__ctl *c;
+    unsigned size; /* may be less than c->size (a narrower token) */
+    void *ledger;
+};
+
+struct tt_section {
+    tt__ctl *c;
+    unsigned rank, size;
+    void *ledger;
+};
+
+enum { CMD_SECTION = 1, CMD_SPLIT, CMD_END, CMD_LEAVE };
+
+typedef struct split_cmd {
+    unsigned jobs;      /* parts (split) or jobs (fork)                  */
+    unsigned groups;    /* min(jobs, size)                               */
+    unsigned size;      /* participants split (a view may be narrower)   */
+    tt_split_fn split;  /* one of these two                              */
+    tt_job_fn job;
+    void *arg;
+    tt__ctl *subs;      /* groups control blocks                         */
+    uint32_t child_flags;
+    _Atomic int *fail;  /* the scope's failure word (a fork: no job starts
+                         * after a failure; tt_fork_fail stores here)    */
+    _Atomic unsigned next; /* a fork with more jobs than groups: the next
+                            * job not yet handed out                     */
+} split_cmd;
+
+/* The wait counters of c's crew (NULL without a crew). */
+static inline tt__wait_stats *tt__ctl_stats(tt__ctl *c) { return c->crew ? c->crew->stats : NULL; }
+
+/* team_scope.c. The block's policy for a wait that is crowded (no spin),
+ * counted in st. */
+const tt__wait_policy *tt__ctl_crowded_pol(const tt__ctl *c, tt__wait_policy *tmp,
+                                           tt__wait_stats *st);
+/* Participant `rank` >= 1 starts a command of c: note whether it runs on
+ * the CPU the command was issued from, and move off it the second time in
+ * a row. */
+void tt__ctl_note_cpu(tt__ctl *c, unsigned rank, tt__wait_stats *st);
+/* Whether the calling member runs on the CPU the last command came from. */
+bool tt__ctl_on_lead_cpu(tt__ctl *c);
+/* Issue a command (CMD_*) to the participants that take part, with a join
+ * for `pending` of them; and wait for that join. */
+void tt__ctl_issue(tt__ctl *c, int kind, uint32_t pending);
+void tt__ctl_wait_join(tt__ctl *c);
+/* Run the current section as participant `rank`. */
+void tt__ctl_run_section(tt__ctl *c, unsigned rank);
+/* Run a scope's callback (or a split's part) fn on the view, as the
+ * root's user code. */
+void tt__scope_run_fn(tt__ctl *c, tt_scope *view, tt_scope_fn fn, void *arg);
+/* The scope's failure code (0: none). */
+int tt__ctl_fail_get(const tt__ctl *c);
+/* TT_OK when the calling thread may issue commands on `scope` now. */
+int tt__scope_leader_check(const tt_scope *scope);
+
+/* scope_split.c. The members' loop: participant `rank` >= 1 serves the
+ * commands of c after generation `seen` until an end or leave. And the
+ * first `max` CPUs of the calling thread's affinity set (how many), which
+ * a pinned scope's participants take. */
+void tt__ctl_participate(tt__ctl *c, unsigned rank, uint32_t seen);
+unsigned tt__scope_pin_cpus(unsigned *cpus, unsigned max);
 
 #endif /* TT_SCOPE_H */
