@@ -203,7 +203,8 @@ static unsigned cmd_width(uint64_t cmd) { return (unsigned)(cmd & 0xffffffu); }
 static uint64_t next_cmd(tt__ctl *c, uint32_t *seen, tt__wait_stats *st)
 {
     tt__wait_policy tmp;
-    const tt__wait_policy *pol = tt__ctl_on_lead_cpu(c) ? tt__ctl_crowded_pol(c, &tmp, st) : &c->pol;
+    const tt__wait_policy *pol =
+        tt__ctl_on_lead_cpu(c) ? tt__ctl_crowded_pol(c, &tmp, st) : &c->pol;
     for (;;) {
         /* A reserved member that sleeps here stays reserved: only an end
          * command releases it. */
