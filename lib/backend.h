@@ -1,9 +1,10 @@
 /*
- * backend.h -- the backend table (backend_omp.c, backend_serial.c) and its
- * getter tt__backend_get (backend_serial.c). Above base.h only. Nothing in
- * this header or below it calls the getter inline: the inline functions
- * that ask the backend live in pool_slots.h, the first layer above the
- * backends, so that including a header never makes a call up.
+ * backend.h -- the backend table (backend_omp.c, backend_serial.c), its
+ * getter tt__backend_get (backend_serial.c) and the runtime checks
+ * (omp_runtime.c). Above base.h only. Nothing in this header or below it
+ * calls the getter inline: the inline functions that ask the backend live
+ * in share.h, the first layer above the backends, so that including a
+ * header never makes a call up.
  */
 #ifndef TT_BACKEND_H
 #define TT_BACKEND_H
@@ -112,5 +113,10 @@ const tt__backend *tt__backend_get(void);
  * the application's (backend_omp.c, which names both on stderr once), else
  * TT_OK; TT_OK always without OpenMP. */
 int tt__runtime_check(void);
+#if TT_HAVE_OPENMP
+/* True when the library's omp_* calls land in LLVM's libomp (or Intel's
+ * libiomp5), false for GCC's libgomp (omp_runtime.c). */
+bool tt__omp_runtime_is_libomp(void);
+#endif
 
 #endif /* TT_BACKEND_H */
