@@ -24,7 +24,7 @@ typedef struct fork_rec {
     _Atomic int on_caller[MAX_JOBS];
     _Atomic int member[MAX_JOBS];     /* member index, -1 when not a member */
     _Atomic int thread_seq[64];       /* jobs seen per thread so far */
-    tt_thread_set threads;
+    th_thread_set threads;
 } fork_rec;
 
 static void rec_init(fork_rec *r, tt_pool *pool)
@@ -32,10 +32,10 @@ static void rec_init(fork_rec *r, tt_pool *pool)
     memset(r, 0, sizeof *r);
     r->caller = pthread_self();
     r->pool = pool;
-    tt_thread_set_init(&r->threads);
+    th_thread_set_init(&r->threads);
 }
 
-static void rec_destroy(fork_rec *r) { tt_thread_set_destroy(&r->threads); }
+static void rec_destroy(fork_rec *r) { th_thread_set_destroy(&r->threads); }
 
 static void rec_job(fork_rec *r, unsigned i, tt_exec *child)
 {
@@ -45,7 +45,7 @@ static void rec_job(fork_rec *r, unsigned i, tt_exec *child)
     }
     atomic_fetch_add(&r->ran[i], 1);
     atomic_store(&r->budget[i], tt_exec_budget(child));
-    unsigned t = tt_thread_set_add(&r->threads, pthread_self());
+    unsigned t = th_thread_set_add(&r->threads, pthread_self());
     atomic_store(&r->thread_idx[i], (int)t);
     if (t < 64)
         atomic_store(&r->seq[i], atomic_fetch_add(&r->thread_seq[t], 1));
@@ -58,7 +58,7 @@ static void job_rec(void *arg, unsigned i, tt_exec *child)
 {
     rec_job(arg, i, child);
     /* a little work, so that tasks overlap */
-    tt_spin_us(2);
+    th_spin_us(2);
 }
 
 /* Check one fork of `jobs` jobs on a token of budget `budget` from a plain
@@ -73,7 +73,7 @@ static void check_fork_result(fork_rec *r, unsigned jobs, unsigned budget, const
     for (unsigned i = jobs; i < MAX_JOBS && i < jobs + 4; i++)
         TT_REQUIRE(atomic_load(&r->ran[i]) == 0, "%s: job %u (beyond jobs) ran", msg, i);
 
-    unsigned nthreads = tt_thread_set_size(&r->threads);
+    unsigned nthreads = th_thread_set_size(&r->threads);
     TT_REQUIRE(nthreads >= 1 && nthreads <= ntasks, "%s: %u distinct threads for %u tasks",
                   msg, nthreads, ntasks);
 
@@ -143,9 +143,9 @@ static fork_rec g_rec; /* large: keep it off the stack */
 START_TEST(test_fork_shares_grid)
 {
     unsigned width = 8; /* wider than the 2-CPU machines */
-    tt_pool *pool = tt_make_pool(width);
+    tt_pool *pool = th_make_pool(width);
     unsigned w = tt_pool_width(pool);
-    unsigned rounds = tt_iters(20);
+    unsigned rounds = th_iters(20);
     unsigned forks = 0;
     for (unsigned round = 0; round < rounds; round++) {
         for (unsigned b = 1; b <= 8; b++) {
@@ -166,15 +166,15 @@ START_TEST(test_fork_shares_grid)
             }
         }
     }
-    tt_assert_no_failures();
-    tt_free_pool(pool);
+    th_assert_no_failures();
+    th_free_pool(pool);
     ck_assert_uint_eq(forks, rounds * 160);
 }
 END_TEST
 
 START_TEST(test_fork_many_jobs)
 {
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     static const unsigned cases[][2] = {{3, 1000}, {4, 1023}, {2, 999}, {1, 500}, {4, 5}};
     for (size_t c = 0; c < TT_ARRAY_LEN(cases); c++) {
         tt_exec ex;
@@ -191,8 +191,8 @@ START_TEST(test_fork_many_jobs)
 #endif
         rec_destroy(&g_rec);
     }
-    tt_assert_no_failures();
-    tt_free_pool(pool);
+    th_assert_no_failures();
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -201,7 +201,7 @@ START_TEST(test_fork_clamped_pools)
     /* budgets above the width of narrow pools */
     static const unsigned widths[] = {2, 3};
     for (size_t wi = 0; wi < TT_ARRAY_LEN(widths); wi++) {
-        tt_pool *pool = tt_make_pool(widths[wi]);
+        tt_pool *pool = th_make_pool(widths[wi]);
         unsigned w = tt_pool_width(pool);
         for (unsigned b = 1; b <= 6; b++) {
             for (unsigned jobs = 1; jobs <= 7; jobs++) {
@@ -216,9 +216,9 @@ START_TEST(test_fork_clamped_pools)
                 rec_destroy(&g_rec);
             }
         }
-        tt_free_pool(pool);
+        th_free_pool(pool);
     }
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -261,7 +261,7 @@ static void job_inner(void *arg, unsigned i, tt_exec *child)
     } else if (!here) {
         atomic_fetch_add(&n->bad_first_task, 1); /* one task: inline */
     }
-    tt_spin_us(2);
+    th_spin_us(2);
 }
 
 static void job_outer(void *arg, unsigned i, tt_exec *child)
@@ -284,7 +284,7 @@ static void job_outer(void *arg, unsigned i, tt_exec *child)
 
 START_TEST(test_fork_nested_from_member)
 {
-    tt_pool *pool = tt_make_pool(8);
+    tt_pool *pool = th_make_pool(8);
     static const unsigned cases[][3] = {
         /* root budget, outer jobs, inner jobs */
         {8, 2, 4}, {8, 2, 2}, {8, 2, 7}, {8, 4, 2}, {8, 3, 3}, {6, 2, 3}, {8, 1, 8}, {5, 2, 9},
@@ -306,8 +306,8 @@ START_TEST(test_fork_nested_from_member)
                       "case %zu: a nested fork ran a task on the wrong thread", c);
         free(n);
     }
-    tt_assert_no_failures();
-    tt_free_pool(pool);
+    th_assert_no_failures();
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -335,7 +335,7 @@ START_TEST(test_fork_arg_and_serial)
     tt_exec s;
     tt_exec_init_serial(&s);
     ck_assert_int_eq(tt_fork(&s, 7, job_arg, &a), TT_OK);
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, pool, 4), TT_OK);
     ck_assert_int_eq(tt_fork(&ex, 9, job_arg, &a), TT_OK);
@@ -347,8 +347,8 @@ START_TEST(test_fork_arg_and_serial)
     ck_assert_int_eq(tt_fork(&s, 6, job_rec, &g_rec), TT_OK);
     check_fork_result(&g_rec, 6, 1, "serial token", true);
     rec_destroy(&g_rec);
-    tt_free_pool(pool);
-    tt_assert_no_failures();
+    th_free_pool(pool);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -362,7 +362,7 @@ typedef struct fail_rec {
     unsigned fail_at;          /* the job that fails                       */
     _Atomic int started[MAX_JOBS];
     _Atomic int finished[MAX_JOBS];
-    tt_flag failed;            /* set once the failing job's call returned */
+    th_flag failed;            /* set once the failing job's call returned */
     _Atomic int bad;
 } fail_rec;
 
@@ -393,19 +393,19 @@ static void failing_job(void *arg, unsigned i, tt_exec *child)
     if (i == f->fail_at) {
         if (tt_fork_fail(child, FAIL_A) != TT_OK || tt_fork_fail(child, FAIL_B) != TT_OK)
             atomic_fetch_add(&f->bad, 1);
-        tt_flag_set(&f->failed, 1);
-    } else if (!tt_flag_wait_ge(&f->failed, 1, 10)) {
+        th_flag_set(&f->failed, 1);
+    } else if (!th_flag_wait_ge(&f->failed, 1, 10)) {
         atomic_fetch_add(&f->bad, 1); /* a hang: the failing job never ran */
     }
-    tt_spin_us(200);
+    th_spin_us(200);
     atomic_store(&f->finished[i], 1);
 }
 
 START_TEST(test_fork_fail_skips_unstarted)
 {
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     unsigned w = tt_pool_width(pool);
-    unsigned rounds = tt_iters(20);
+    unsigned rounds = th_iters(20);
     for (unsigned round = 0; round < rounds; round++) {
         for (unsigned b = 1; b <= w; b++) {
             for (unsigned jobs = 1; jobs <= 40; jobs += 13) {
@@ -431,7 +431,7 @@ START_TEST(test_fork_fail_skips_unstarted)
             }
         }
     }
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -452,9 +452,9 @@ static void every_job_fails(void *arg, unsigned i, tt_exec *child)
 
 START_TEST(test_fork_fail_first_wins)
 {
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     unsigned w = tt_pool_width(pool);
-    for (unsigned round = 0; round < tt_iters(200); round++) {
+    for (unsigned round = 0; round < th_iters(200); round++) {
         unsigned b = 1 + round % w, jobs = b;
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
@@ -465,7 +465,7 @@ START_TEST(test_fork_fail_first_wins)
         ck_assert_int_eq(atomic_load(&r.codes_ok), (int)ran);
         ck_assert_uint_ge(ran, 1);
     }
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -481,7 +481,7 @@ static void inline_fail_job(void *arg, unsigned i, tt_exec *child)
 
 START_TEST(test_fork_fail_inline)
 {
-    tt_pool *pool = tt_make_pool(2);
+    tt_pool *pool = th_make_pool(2);
     for (int kind = 0; kind < 2; kind++) {
         tt_exec ex;
         if (kind == 0)
@@ -494,8 +494,8 @@ START_TEST(test_fork_fail_inline)
             ck_assert_msg(atomic_load(&ran[i]) == (i <= 2), "%s token: job %u ran %d",
                           kind ? "serial" : "budget-1", i, atomic_load(&ran[i]));
     }
-    tt_assert_no_failures();
-    tt_free_pool(pool);
+    th_assert_no_failures();
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -519,7 +519,7 @@ static void outer_job(void *arg, unsigned i, tt_exec *child)
 
 START_TEST(test_fork_fail_nested)
 {
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     for (unsigned b = 1; b <= tt_pool_width(pool); b++) {
         for (int pass_on = 0; pass_on < 2; pass_on++) {
             tt_exec ex;
@@ -528,8 +528,8 @@ START_TEST(test_fork_fail_nested)
             ck_assert_int_eq(tt_fork(&ex, 2, outer_job, &p), pass_on ? FAIL_A : TT_OK);
         }
     }
-    tt_assert_no_failures();
-    tt_free_pool(pool);
+    th_assert_no_failures();
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -538,7 +538,7 @@ typedef struct scope_fail_ctx {
     int fork_rc, failed_after, team_fork_rc, failed_after_team;
     _Atomic int started[16];
     _Atomic int bad;
-    tt_flag failed;
+    th_flag failed;
 } scope_fail_ctx;
 
 /* Job 0 fails; every other job waits for that (as in failing_job), so no
@@ -550,8 +550,8 @@ static void scope_fail_job(void *arg, unsigned i, tt_exec *child)
     if (i == 0) {
         if (tt_fork_fail(child, FAIL_B) != TT_OK)
             atomic_fetch_add(&c->bad, 1);
-        tt_flag_set(&c->failed, 1);
-    } else if (!tt_flag_wait_ge(&c->failed, 1, 10)) {
+        th_flag_set(&c->failed, 1);
+    } else if (!th_flag_wait_ge(&c->failed, 1, 10)) {
         atomic_fetch_add(&c->bad, 1);
     }
 }
@@ -572,7 +572,7 @@ static void scope_fail_fn(void *arg, tt_scope *scope)
 
 START_TEST(test_fork_fail_scope_fork)
 {
-    tt_pool *pool = tt_make_pool(3);
+    tt_pool *pool = th_make_pool(3);
     for (unsigned b = 1; b <= tt_pool_width(pool); b++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
@@ -589,7 +589,7 @@ START_TEST(test_fork_fail_scope_fork)
         ck_assert_msg(atomic_load(&c.started[0]) && started <= b, "%u of 16 jobs started",
                       started);
     }
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -628,7 +628,7 @@ static void misuse_job(void *arg, unsigned i, tt_exec *child)
 START_TEST(test_fork_fail_misuse)
 {
     ck_assert_int_eq(tt_fork_fail(NULL, FAIL_A), TT_EINVAL);
-    tt_pool *pool = tt_make_pool(2);
+    tt_pool *pool = th_make_pool(2);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, pool, 2), TT_OK);
     ck_assert_int_eq(tt_fork_fail(&ex, FAIL_A), TT_EINVAL); /* a root */
@@ -641,8 +641,8 @@ START_TEST(test_fork_fail_misuse)
     /* Misuse changes nothing: the fork still returns TT_OK. */
     ck_assert_int_eq(tt_fork(&ex, 2, misuse_job, NULL), TT_OK);
     tt_exec_finish(&serial);
-    tt_assert_no_failures();
-    tt_free_pool(pool);
+    th_assert_no_failures();
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -655,7 +655,7 @@ END_TEST
  * (each waits, with a timeout, until the other started) and the short jobs
  * follow on whichever task frees first. */
 typedef struct handout {
-    tt_flag started[4];
+    th_flag started[4];
     _Atomic int overlap_missed;
     _Atomic int order_bad;
     _Atomic int done[4];
@@ -665,11 +665,11 @@ static TT_TEST_UNUSED void handout_job(void *arg, unsigned i, tt_exec *child)
 {
     handout *h = arg;
     (void)child;
-    tt_flag_set(&h->started[i], 1);
+    th_flag_set(&h->started[i], 1);
     if (i < 2) {
-        if (!tt_flag_wait_ge(&h->started[1 - i], 1, 5))
+        if (!th_flag_wait_ge(&h->started[1 - i], 1, 5))
             atomic_fetch_add(&h->overlap_missed, 1);
-        tt_sleep_us(2000);
+        th_sleep_us(2000);
     } else if (!atomic_load(&h->done[0]) && !atomic_load(&h->done[1])) {
         atomic_fetch_add(&h->order_bad, 1); /* a short job before any long one ended */
     }
@@ -679,12 +679,12 @@ static TT_TEST_UNUSED void handout_job(void *arg, unsigned i, tt_exec *child)
 START_TEST(test_fork_hands_out_as_tasks_free)
 {
 #if TT_PARALLEL_ENABLED
-    tt_pool *pool = tt_make_pool(2);
+    tt_pool *pool = th_make_pool(2);
     if (tt_pool_width(pool) < 2) {
-        tt_free_pool(pool);
+        th_free_pool(pool);
         return;
     }
-    for (unsigned round = 0; round < tt_iters(20); round++) {
+    for (unsigned round = 0; round < th_iters(20); round++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, 2), TT_OK);
         handout h;
@@ -699,7 +699,7 @@ START_TEST(test_fork_hands_out_as_tasks_free)
         for (unsigned i = 0; i < 4; i++)
             ck_assert(atomic_load(&h.done[i]));
     }
-    tt_free_pool(pool);
+    th_free_pool(pool);
 #endif
 }
 END_TEST
@@ -707,14 +707,14 @@ END_TEST
 static Suite *fork_suite(void)
 {
     Suite *s = suite_create("fork");
-    TCase *tc = tt_tcase(s, "shares", 120);
+    TCase *tc = th_tcase(s, "shares", 120);
     tcase_add_test(tc, test_fork_shares_grid);
     tcase_add_test(tc, test_fork_many_jobs);
     tcase_add_test(tc, test_fork_clamped_pools);
-    tc = tt_tcase(s, "nested", 60);
+    tc = th_tcase(s, "nested", 60);
     tcase_add_test(tc, test_fork_nested_from_member);
     tcase_add_test(tc, test_fork_arg_and_serial);
-    tc = tt_tcase(s, "fail", 120);
+    tc = th_tcase(s, "fail", 120);
     tcase_add_test(tc, test_fork_fail_skips_unstarted);
     tcase_add_test(tc, test_fork_fail_first_wins);
     tcase_add_test(tc, test_fork_fail_inline);
@@ -725,4 +725,4 @@ static Suite *fork_suite(void)
     return s;
 }
 
-int main(void) { return tt_run_suite(fork_suite()); }
+int main(void) { return th_run_suite(fork_suite()); }
