@@ -1302,61 +1302,6 @@ START_TEST(test_destroy_from_member)
 }
 END_TEST
 
-/* A job that runs after another job of the same fork destroyed the pool
- * from its member gets its child token after the destroy: jobs 0 and 1 are
- * the two tasks' first, job 1 waits until job 0 destroyed the pool, and job
- * 2 is handed to whichever task frees up first, after that. Regression
- * (docs/design/misuse.md, found #2): the child was minted with the pool's
- * new generation, so the later job's entries ran on the doomed pool (while
- * a child minted before the destroy was refused). */
-typedef struct later_child {
-    tt_pool *pool;
-    _Atomic int destroy_rc, entry_rc, init_rc, ran, on_member;
-    th_flag destroyed;
-} later_child;
-
-static TT_TEST_UNUSED void job_later_child(void *arg, unsigned i, tt_exec *child)
-{
-    later_child *l = arg;
-    if (i == 0) {
-        atomic_store(&l->on_member, tt_pool_is_member(l->pool, NULL));
-        atomic_store(&l->destroy_rc, tt_pool_destroy(l->pool));
-        th_flag_set(&l->destroyed, 1);
-    } else if (i == 1) {
-        TT_CHECK(th_flag_wait_ge(&l->destroyed, 1, 10), "job 0 never destroyed the pool");
-    } else if (i == 2) {
-        ran r;
-        ran_init(&r);
-        atomic_store(&l->entry_rc, tt_fork(child, 2, job_count, &r));
-        atomic_store(&l->ran, atomic_load(&r.calls));
-        tt_exec x;
-        atomic_store(&l->init_rc, tt_exec_init(&x, l->pool, 1));
-    }
-}
-
-START_TEST(test_destroy_from_member_later_child)
-{
-#if TT_PARALLEL_ENABLED
-    tt_pool *p = th_make_pool(2);
-    later_child l;
-    memset(&l, 0, sizeof l);
-    l.pool = p;
-    tt_exec ex;
-    ck_rc(tt_exec_init(&ex, p, 2), TT_OK);
-    ck_rc(tt_fork(&ex, 4, job_later_child, &l), TT_OK); /* 2 tasks, 4 jobs */
-    th_assert_no_failures();
-    ck_assert(atomic_load(&l.on_member));
-    ck_rc(atomic_load(&l.destroy_rc), TT_OK);
-    ck_rc(atomic_load(&l.init_rc), TT_EDESTROYED);
-    ck_assert_msg(atomic_load(&l.entry_rc) == TT_EDESTROYED,
-                  "an entry on a child minted after a destroy from a member: %s (ran %d jobs)",
-                  tt_status_name(atomic_load(&l.entry_rc)), atomic_load(&l.ran));
-#else
-    ck_assert_uint_eq(tt_pool_width(g_pool4), 1);
-#endif
-}
-END_TEST
-
 /* A thread that holds an entry on a pool until released. */
 typedef struct holder {
     tt_pool *pool;
@@ -1538,7 +1483,6 @@ static Suite *exec_suite(void)
     tcase_add_checked_fixture(tc, pool4_setup, pool4_teardown);
     tcase_add_test(tc, test_destroy_null);
     tcase_add_test(tc, test_destroy_from_member);
-    tcase_add_test(tc, test_destroy_from_member_later_child);
     tcase_add_test(tc, test_destroy_while_entry_dispatched);
     tcase_add_test(tc, test_destroy_while_entry_inline);
     tcase_add_test(tc, test_destroy_while_waiting);

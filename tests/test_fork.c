@@ -5,7 +5,8 @@
  * 1), the
  * number of distinct tasks, where the tasks run (a plain thread's tasks on
  * members, a member's first task on itself, one task inline), on pools
- * wider than the machine.
+ * wider than the machine; tt_fork_fail; and the children of jobs that run
+ * after another job destroyed the pool from its member.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -704,6 +705,75 @@ START_TEST(test_fork_hands_out_as_tasks_free)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* A destroy from a member, seen by the fork's later jobs                     */
+/* ------------------------------------------------------------------------ */
+
+static TT_TEST_UNUSED void job_count_calls(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    (void)child;
+    atomic_fetch_add((_Atomic int *)arg, 1);
+}
+
+/* A job that runs after another job of the same fork destroyed the pool
+ * from its member gets its child token after the destroy: jobs 0 and 1 are
+ * the two tasks' first, job 1 waits until job 0 destroyed the pool, and job
+ * 2 is handed to whichever task frees up first, after that. Regression
+ * (docs/design/misuse.md, found #2): the child was minted with the pool's
+ * new generation, so the later job's entries ran on the doomed pool (while
+ * a child minted before the destroy was refused). */
+typedef struct later_child {
+    tt_pool *pool;
+    _Atomic int destroy_rc, entry_rc, init_rc, ran, on_member;
+    th_flag destroyed;
+} later_child;
+
+static TT_TEST_UNUSED void job_later_child(void *arg, unsigned i, tt_exec *child)
+{
+    later_child *l = arg;
+    if (i == 0) {
+        atomic_store(&l->on_member, tt_pool_is_member(l->pool, NULL));
+        atomic_store(&l->destroy_rc, tt_pool_destroy(l->pool));
+        th_flag_set(&l->destroyed, 1);
+    } else if (i == 1) {
+        TT_CHECK(th_flag_wait_ge(&l->destroyed, 1, 10), "job 0 never destroyed the pool");
+    } else if (i == 2) {
+        _Atomic int calls = 0;
+        atomic_store(&l->entry_rc, tt_fork(child, 2, job_count_calls, &calls));
+        atomic_store(&l->ran, atomic_load(&calls));
+        tt_exec x;
+        atomic_store(&l->init_rc, tt_exec_init(&x, l->pool, 1));
+    }
+}
+
+START_TEST(test_destroy_from_member_later_child)
+{
+#if TT_PARALLEL_ENABLED
+    tt_pool *p = th_make_pool(2);
+    later_child l;
+    memset(&l, 0, sizeof l);
+    l.pool = p;
+    tt_exec ex;
+    ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
+    ck_assert_int_eq(tt_fork(&ex, 4, job_later_child, &l), TT_OK); /* 2 tasks, 4 jobs */
+    th_assert_no_failures();
+    ck_assert(atomic_load(&l.on_member));
+    ck_assert_msg(atomic_load(&l.destroy_rc) == TT_OK, "the destroy from job 0: %s",
+                  tt_status_name(atomic_load(&l.destroy_rc)));
+    ck_assert_msg(atomic_load(&l.init_rc) == TT_EDESTROYED, "tt_exec_init after it: %s",
+                  tt_status_name(atomic_load(&l.init_rc)));
+    ck_assert_msg(atomic_load(&l.entry_rc) == TT_EDESTROYED,
+                  "an entry on a child minted after a destroy from a member: %s (ran %d jobs)",
+                  tt_status_name(atomic_load(&l.entry_rc)), atomic_load(&l.ran));
+#else
+    tt_pool *p = th_make_pool(2);
+    ck_assert_uint_eq(tt_pool_width(p), 1); /* no members to call from */
+    th_free_pool(p);
+#endif
+}
+END_TEST
+
 static Suite *fork_suite(void)
 {
     Suite *s = suite_create("fork");
@@ -722,6 +792,8 @@ static Suite *fork_suite(void)
     tcase_add_test(tc, test_fork_fail_scope_fork);
     tcase_add_test(tc, test_fork_fail_misuse);
     tcase_add_test(tc, test_fork_hands_out_as_tasks_free);
+    tc = th_tcase(s, "destroy", 60);
+    tcase_add_test(tc, test_destroy_from_member_later_child);
     return s;
 }
 
