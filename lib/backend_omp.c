@@ -263,9 +263,9 @@ static bool omp_is_one_thread(void)
  *    of one, tasks are run by its only thread (at the latest in the region's
  *    end barrier), and the library's region stays invisible.
  *
- * Measured on the 2-vCPU development hosts (GCC 12): a nested one-thread
- * region costs about 2.5 us in libgomp (it allocates and frees a team each
- * time; only a top-level team is cached), so the library opens one per
+ * A nested one-thread region costs microseconds in libgomp (it allocates
+ * and frees a team each time; only a top-level team is cached), so the
+ * library opens one per
  * participant for the whole of its participation (a region's participant,
  * a private crew member for its whole life), never one per share: every
  * share and nested entry inside finds omp_is_one_thread() true.
@@ -339,10 +339,9 @@ isolate_body(void (*fn)(void *ctx), void (*seq_fn)(void *ctx, const tt__icvs *st
              * end, after the share's completion was reported and its
              * caller had gone on; the taskgroup completes them, and their
              * descendants, here, as the end of the share's own region
-             * would. Measured (GCC 12, host vm, a loop of 2e6 in a nested
-             * team of one): 12 ns when no task was made (libgomp allocates
-             * and frees the group), against 2 to 2.5 us for a nested
-             * region of its own. */
+             * would. It costs tens of nanoseconds when no task was made
+             * (libgomp allocates and frees the group), a nested region of
+             * its own microseconds (comment-records.md, "Isolation"). */
 #pragma omp taskgroup
             {
                 if (seq_fn)
@@ -516,7 +515,7 @@ static void omp_external_leave(const int saved[4])
  * Marks live in a fixed table: entries [0, made) exist; `busy` says which
  * are in use. An entry is taken and given back under `mark_lock`
  * (tt_external is not a hot path at the scale of a mutex: a mutex pair
- * costs about 40 ns, the smallest measured dgemm 1.6 us). Readers scan
+ * costs tens of nanoseconds, the smallest callee microseconds). Readers scan
  * without the lock: a thread only finds a mark that its ancestry put in
  * force and that is therefore still taken. An entry's allocator forwards to
  * one allocator (`fb`), so an entry is reused only for the same one.
@@ -749,11 +748,10 @@ void tt__test_region_cap(unsigned cap)
 /* libgomp's barrier (config/linux/bar.c, gomp_team_barrier_wait_end):
  * the last thread to arrive stores the barrier's next generation, which
  * lets every spinning thread go at once, and then calls futex_wake for
- * any that sleep, unconditionally. One system call per barrier: 1.1 us on
- * the development hosts (a PVM guest), two per root with the dock barrier
- * at the region's start (perf: raw_syscalls:sys_enter, 2.0 per root on
- * both a raw `omp parallel` loop and the library's). LLVM libomp's
- * barriers release through flags and wake only threads that sleep. */
+ * any that sleep, unconditionally: one system call per barrier, about a
+ * microsecond, two per root with the dock barrier at the region's start
+ * (comment-records.md, "libgomp's last arriver"). LLVM libomp's barriers
+ * release through flags and wake only threads that sleep. */
 static bool omp_last_arriver_wakes(void)
 {
     return !tt__omp_runtime_is_libomp();

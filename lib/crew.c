@@ -444,7 +444,7 @@ void tt__crew_cache_put(tt__crew *c)
     }
 }
 
-/* Test hook (issue 19's fault test): join every cached crew, so that a
+/* Test hook (the resource-failure tests): join every cached crew, so that a
  * test can count the threads left with the cache empty. */
 void tt__test_crew_cache_drain(void)
 {

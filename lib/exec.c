@@ -163,16 +163,13 @@ typedef struct region_run {
      * ledger, so that such a thread reads this one line of the leader's
      * and not also the entry's, its task's and the role array's (other
      * lines of the leader's stack): each line a region thread must fetch
-     * from the leader's core costs 50 to 100 ns on the 2-vCPU hosts when
-     * their vCPUs sit close, 250 to 300 ns when they sit far apart
-     * (bench/core_distance), on the path that every root waits for. And a
-     * line the member read is one the leader must take back before its
-     * next root's atomics can complete. With the split read from here,
-     * 20000 roots of tt_for_ranges on 10^3 doubles (OpenMP-free shares,
-     * width 2, vCPUs far apart) took 3.67 to 4.06 us a root (median of 8
-     * alternations 3.88) where they took 4.03 to 4.35 (4.10), against 3.40
-     * to 3.53 for raw `omp parallel for`. Other roots read their task and
-     * entry through the second line.
+     * from the leader's core costs tens to hundreds of nanoseconds, as the
+     * cores sit close or far apart (bench/core_distance), on the path that
+     * every root waits for. And a line the member read is one the leader
+     * must take back before its next root's atomics can complete (the run:
+     * docs/design/runs/2026-12-07-comment-records.md, "A root's first
+     * line"). Other roots read their task and entry through the second
+     * line.
      */
     tt__crew *crew;
     tt_range_fn range_fn;
@@ -275,36 +272,31 @@ static void short_participate(void *ctx)
  * TT__END_LEAD_FIRST: the caller first. libgomp's last arriver stores the
  * barrier's new generation, which lets the spinning threads go at once,
  * and then makes a futex_wake system call, whether anyone sleeps or not
- * (1.1 us on the development hosts, a PVM guest; backend_omp.c). A
- * root's caller starts its share after its own release call at the dock
- * barrier, so it was the last arriver at the end barrier on nearly every
- * root: it made 98 % of a root's two wake calls (perf, raw_syscalls, a
- * loop of tt_for_ranges on 10^3 doubles, width 2, OpenMP-free shares;
- * raw `omp parallel` 69 %). Now participant 0 says when it is done and the
- * others wait for that before the barrier, for at most TT__LEAD_FIRST_POLLS
- * polls (about 20 us: a root whose caller still works after that saves 1
- * us in 20 and is better left to libgomp's own wait). The caller then
- * leaves the barrier on the generation store, and a member makes the
- * call; the member's wait replaces the same spin in libgomp's barrier,
- * which libgomp unthrottled spins anyway. The same loop: the caller made
- * 23 % of the calls (0.46 per root: the dock's, on roots where its
- * bookkeeping ended after the member was back in the dock), and a root
- * cost 1.17 to 1.2 of raw `omp parallel for` in place of 1.31 (8
- * alternating processes, medians).
+ * (about a microsecond; backend_omp.c). A root's caller starts its share
+ * after its own release call at the dock barrier, so left alone it is the
+ * last arriver at the end barrier on nearly every root and makes that call
+ * on its path. So participant 0 says when it is done and the others wait
+ * for that before the barrier, for at most TT__LEAD_FIRST_POLLS polls
+ * (tens of microseconds: a root whose caller still works after that saves
+ * a twentieth at most and is better left to libgomp's own wait). The
+ * caller then leaves the barrier on the generation store, and a member
+ * makes the call; the member's wait replaces the same spin in libgomp's
+ * barrier, which libgomp unthrottled spins anyway (the runs:
+ * docs/design/runs/2026-12-07-comment-records.md, "The end order of a
+ * root").
  *
  * TT__END_LEAD_WAITS: the caller last, but awake. libgomp throttles every
- * wait to 100 polls (about 2 us here) once the process holds more of its
- * threads than there are CPUs, even when most of them sleep: a second
+ * wait to 100 polls (a few microseconds) once the process holds more of
+ * its threads than there are CPUs, even when most of them sleep: a second
  * thread's team beside the main thread's docked one is enough. Then the
- * caller, done with its share before a member that took 10 to 20 us to
- * wake (futex wake-to-run latency of these hosts), slept in the barrier;
- * the member, woken late in turn, slept in libgomp's dock before the next
- * root; and every root paid two wake-ups, about 20 us where the region
- * costs 3 (bench_paths other-thread steady, 2 CPUs: 18 to 20 us per call,
- * p50 22 us; raw `omp parallel` falls into the same chain in some runs).
- * So participant 0 first waits for the other participants in a join of the
- * library's (lib/wait.c: spin, yield, sleep; the counters say when it
- * slept), with the pool's team wait policy: OMP_WAIT_POLICY and
+ * caller, done with its share before a member that takes tens of
+ * microseconds to wake (futex wake-to-run latency), would sleep in the
+ * barrier; the member, woken late in turn, would sleep in libgomp's dock
+ * before the next root; and every root would pay two wake-ups, several
+ * times the region's own cost (raw `omp parallel` falls into the same
+ * chain). So participant 0 first waits for the other participants in a
+ * join of the library's (lib/wait.c: spin, yield, sleep; the counters say
+ * when it slept), with the pool's team wait policy: OMP_WAIT_POLICY and
  * GOMP_SPINCOUNT through the pool's spin budget, the throttled budget when
  * the pool is wider than the CPUs, and a stop when the waiter sees itself
  * descheduled. A caller that waits long sleeps here instead of in the
@@ -312,11 +304,10 @@ static void short_participate(void *ctx)
  * Then it says it is done, as in the caller-first order, and the others,
  * which reported to the join, wait for that (TT__LEAD_FIRST_POLLS at most)
  * before they go to the barrier: the caller reaches the barrier first and
- * is let go by the generation store, a member makes the wake call. When
- * the caller went from the join straight to the barrier it arrived last
- * on nearly every root and paid that call on its path (test_waits: 401
- * calls in 200 roots; the A/B is in docs/design/waiting.md, "A root's
- * caller and libgomp's throttle").
+ * is let go by the generation store, a member makes the wake call. Going
+ * from the join straight to the barrier, the caller would arrive last on
+ * nearly every root and pay that call on its path (docs/design/waiting.md,
+ * "A root's caller and libgomp's throttle").
  *
  * TT__END_BARRIER, the barrier alone: on an oversubscribed machine (there
  * libgomp's quick sleep beat the join's spin, and a spin for the caller's

@@ -42,7 +42,7 @@ struct tt__ctl {
     tt_section_fn fn;
     void *arg;
     unsigned width;
-    struct split_cmd *split; /* team_scope.c */
+    struct split_cmd *split; /* scope_split.c */
     tt__join join TT__ALIGNED;
     /* The earliest time of the block's next nudge (team_scope.c, "Sharing
      * a CPU"): a hint, relaxed, touched only by a member about to move. */

@@ -84,30 +84,27 @@ static uint64_t lead_wait_polls(tt__ctl *c)
  * the scope's last join.
  *
  *  - In the caller-first order, that is one handoff between the leader's
- *    core and a member's where there were three (end, the members'
- *    reports, the caller's "done"); each is a cache-line transfer, 550 to
- *    600 cycles one way on the development hosts when their two vCPUs sit
- *    far apart (a two-thread ping-pong: 1070 to 1250 cycles a round trip,
- *    against 190 to 340 when they sit close).
- *  - Under a spin budget of 0 (OMP_WAIT_POLICY=passive) the join was a
- *    sleep: the leader slept in it and again in libgomp's barrier, each
- *    a wake-up (10 to 20 us on these hosts). Measured (host vm, width 2,
- *    passive, bench_paths scope over 10^3 doubles, a one-section scope
- *    per call): 6 context switches per scope -> 4, 72 -> 50 us, where
- *    `omp parallel` takes 2 and 23 to 25 us. The 2 left are the price of
- *    a region held open across the callback: the member sleeps between
- *    the section and the end command, and the leader in the section's
- *    join (waiting.md, "A team scope under OMP_WAIT_POLICY=passive").
+ *    core and a member's where a join would make three (end, the
+ *    members' reports, the caller's "done"); each is a cache-line
+ *    transfer, hundreds of cycles one way between cores that sit far
+ *    apart.
+ *  - Under a spin budget of 0 (OMP_WAIT_POLICY=passive) the join would be
+ *    a sleep: the leader would sleep in it and again in libgomp's barrier,
+ *    each a wake-up (tens of microseconds). The two wake-ups a scope still
+ *    makes are the price of a region held open across the callback: the
+ *    member sleeps between the section and the end command, and the
+ *    leader in the section's join (waiting.md, "A team scope under
+ *    OMP_WAIT_POLICY=passive"; the run: comment-records.md, "The end of a
+ *    root scope").
  *
  * Where the process holds more threads than CPUs (TT__END_LEAD_WAITS, a
  * throttled libgomp) the leader keeps its awake join and then says it is
  * done (lead_done), and the members, which reported, wait for that before
  * the barrier, as a root's do (exec.c, region_end): the leader reaches the
  * barrier first and a member makes its wake call. Going from the join
- * straight to the barrier it was the last arriver: 378 system calls of the
- * leader's in 200 empty scopes (test_waits), where it now makes 62 to
- * 167 (the dock's, on scopes whose bookkeeping ends after the member is
- * back in the dock). A member's wait for that word follows the block's
+ * straight to the barrier it would be the last arriver, and make that
+ * system call on its own path (comment-records.md, "The end of a root
+ * scope"). A member's wait for that word follows the block's
  * policy (lead_wait_polls): none on the leader's CPU, where the leader
  * could say it only once the member stopped polling.
  *
@@ -280,32 +277,13 @@ static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_se
      * threads (wait.c, region_width_seen): this scope's waits spin only the
      * throttled budget, as libgomp's do there, and then yield and sleep.
      * A new thread starts on its parent's CPU and waits there behind any
-     * spinner; and a waiter woken by it may be queued on the new thread's
-     * CPU behind it in turn. Measured on host vm (a fresh pthread's first
-     * tt_team_scope of one section, width 2, 400 threads, 3 runs): a median
-     * of 7.8 ms, two ticks, where its first `omp parallel` took 26 to 38
-     * us; marking the members crowded until their first command (so that
-     * the leader's first join does not spin) left one tick, 3.9 ms: the
-     * member, moved off its leader's CPU, spun for the next command while
-     * the leader, woken from its join onto the member's CPU, waited behind
-     * it.
-     *
-     * Its end keeps the order the process's threads say. In a process of
-     * more threads than CPUs (TT__END_LEAD_WAITS) the member, which had
-     * taken the leader's CPU when the leader yielded in its end join,
-     * reported and then spun for the leader's "done", which the leader
-     * could say only once that spin gave up: a user-space trace of 20
-     * such scopes (host vm) had the leader's end join last 23 us after the
-     * member's report, every time on the one CPU both ran on, and the
-     * scope 58 us at the median. A member on its leader's CPU no longer
-     * polls for that word (lead_wait_polls): 36 to 38 us, where raw
-     * OpenMP's first `omp parallel` took 39 to 40 (25 in its fast mode;
-     * alternating processes, 100 threads each). Tried, not kept: ending
-     * such a scope in the barrier alone, as a thread's first root does.
-     * Quiet it did as well; beside two processes busy 50 % and an OpenMP
-     * co-tenant, the leader then slept in libgomp's barrier and waited for
-     * a CPU to be woken onto: a p75 of 1.7 to 8.0 ms (two harness runs)
-     * against 49 to 102 us with the awake end join. */
+     * spinner, and a waiter woken by it may be queued on the new thread's
+     * CPU behind it in turn. The scope's end keeps the order the process's
+     * threads say; a member on its leader's CPU does not poll for the
+     * leader's "done" (lead_wait_polls), which the leader could say only
+     * once that poll gave up. Runs and what was tried:
+     * docs/design/runs/2026-12-07-comment-records.md, "A thread's first
+     * scope". */
     if (tt__region_new_team(pool->width))
         c.pol.throttled = true;
     scope_region r = {.c = &c, .view = &view, .fn = fn, .arg = arg, .cpus = cpus,

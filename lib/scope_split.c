@@ -257,20 +257,18 @@ static bool run_cmd(tt__ctl *c, unsigned rank, uint64_t cmd, tt__wait_stats *st)
  * level, where full-width sections need it; every other command it takes
  * part in (a split part, a section narrower than the scope) is user code
  * that must be one thread to OpenMP, and a nested one-thread region costs
- * libgomp two futex wakes at its end (placement.md: about 2.2 us on host
- * vm). Opened per command, that end sat between the member's last share
- * and its report, on the path the leader's join waits for. So the member
+ * libgomp two futex wakes at its end (microseconds; placement.md). Opened
+ * per command, that end would sit between the member's last share and its
+ * report, on the path the leader's join waits for. So the member
  * opens one such region when the first of those commands comes, and stays
  * in it, serving, until a command needs the region's level again (a
  * full-width section, end, leave), which it then runs outside. Each share
  * inside still ends as one of its own would (backend isolate's fast path:
  * its tasks complete, its ICV changes are put back) before its report.
  * The leader's own part of a split keeps its one isolation per split: the
- * callback it returns to runs at the region's level. Measured against the
- * commit before (host vm, width 2, alternating processes): futex calls per
- * split of an empty section 4 -> 2 (strace -c), a loop of such splits 0.95
- * of its time (10 pairs, 5.60 -> 5.23 us), wait_scenarios' nested rows
- * 0.98 to 0.99 (6 rounds; their 20 us sections dilute it).
+ * callback it returns to runs at the region's level. The run:
+ * docs/design/runs/2026-12-07-comment-records.md, "A member's kept
+ * isolation".
  */
 /* Whether `rank` runs user code for cmd that must be one thread to
  * OpenMP: a split part, or a section narrower than the scope. */

@@ -71,16 +71,15 @@ void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew, 
  * light to the load balancer, which then leaves them together. There,
  * every handoff waits for the scheduler: a spinning waiter holds the CPU
  * that the thread it waits for needs, and when it sleeps the CPU may go to
- * the load first. Measured on host vm (2 vCPUs, beside two processes busy
- * 50 % of every 10 ms and an OpenMP co-tenant): per run, a held scope's
- * threads either stayed apart (0.5 us an empty section) or sat on one CPU
- * for the whole run (`ps`: both threads on CPU 0, 50 to 70 us a section,
- * a join sleep and a member park in almost every section), and once
- * together they never parted. libgomp's threads never sleep between
- * regions that close together and were not seen together.
+ * the load first. Under load, a held scope's threads either stay apart or
+ * sit on one CPU for the whole run, a section then costing a hundred times
+ * more (a join sleep and a member park in almost every one), and once
+ * together they do not part; libgomp's threads, which never sleep between
+ * regions that close together, do not meet this (the runs:
+ * docs/design/runs/2026-12-07-comment-records.md, "Sharing a CPU").
  *
  * So the block tracks where its threads run, through sched_getcpu() (with
- * glibc's rseq a load of a thread-local word, 2 ns on host vm; a vDSO call
+ * glibc's rseq a load of a thread-local word, nanoseconds; a vDSO call
  * where there is no rseq):
  *  - the leader writes its CPU beside each command it issues (lead_cpu);
  *  - a member that starts a command on that CPU sets its bit in `crowded`,
@@ -95,8 +94,9 @@ void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew, 
  *    (of this block, or its last one in another: member_last_same)
  *    moves itself off that CPU: it takes the CPU out of its affinity mask
  *    and puts the mask back at once, and the kernel migrates it in between
- *    (a nudge; 20 to 250 us on host vm, paid once, where staying cost 50 us
- *    a section). Its mask after is the one it had: a thread that OpenMP or
+ *    (a nudge: tens to hundreds of microseconds, paid once, where staying
+ *    costs tens of microseconds every section). Its mask after is the one
+ *    it had: a thread that OpenMP or
  *    the user bound to one CPU is never moved, one bound to a place of
  *    several CPUs stays in it. No nudge where the scope has more
  *    participants than CPUs (there threads must share), under likwid-pin
@@ -104,11 +104,9 @@ void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew, 
  *    block and a thread (a scheduler that keeps pulling the threads
  *    together costs a nudge per millisecond at most). The streak is the
  *    thread's too: a root scope of one section is a block of its own, and
- *    a loop of such scopes whose threads the scheduler had put together
- *    never moved; libgomp's own spins (its end barrier, its dock) then took
- *    the shared CPU for a tick at a time (`perf sched timehist`: both
- *    threads on CPU 0, running 4 ms each in turn), and 10 % of the calls
- *    took 12 ms under load (waiting.md).
+ *    a loop of such scopes whose threads the scheduler put together would
+ *    otherwise never move, while libgomp's own spins (its end barrier, its
+ *    dock) take the shared CPU for a tick at a time (waiting.md).
  * A stale hint costs one wait its spin (a wake-up instead) or one
  * needless nudge; nothing is published through these words, so all their
  * accesses are relaxed.

@@ -77,7 +77,7 @@ typedef struct tt__token_spec {
 } tt__token_spec;
 
 /* Mint a live token in place: the one way a token of any kind is made
- * (roots, reborrows, fork children in exec.c, scope and lead tokens in
+ * (roots, reborrows, fork children in exec_entries.c, scope and lead tokens in
  * team.c). */
 static inline void tt__token_mint(tt__exec *x, const tt__token_spec *s)
 {
@@ -143,7 +143,7 @@ void tt__exec_leave(tt__exec *x);
 int tt__exec_enter_lean(tt__exec *x);
 void tt__exec_leave_lean(tt__exec *x);
 
-/* Team-authority entries (team_scope.c, called by exec.c). */
+/* Team-authority entries (scope_entries.c, called by exec_entries.c). */
 int tt__team_fork(tt__exec *x, unsigned jobs, tt_job_fn job, void *arg);
 int tt__team_for_ranges(tt__exec *x, size_t len, size_t grain, tt_range_fn body, void *arg);
 struct tt__chunks;

@@ -32,7 +32,7 @@ typedef struct tt__wait_stats {
      * barrier (exec.c, region_end: TT__END_LEAD_FIRST). */
     _Atomic uint64_t lead_late;
     /* A root scope on the caller's team ended with the leader waiting for
-     * its members to acknowledge the end (team_scope.c, scope_participate:
+     * its members to acknowledge the end (scope_entries.c, scope_participate:
      * every order but TT__END_LEAD_FIRST). */
     _Atomic uint64_t scope_end_joins;
     /* A scope's wait skipped its spin because the thread it waits for last
@@ -42,7 +42,7 @@ typedef struct tt__wait_stats {
     _Atomic uint64_t nudges;
     /* A member's wait for its leader's "done" at a root scope's end
      * skipped its polls: the member sat on the CPU the leader issued the
-     * end command from (team_scope.c, lead_wait_polls). Counted apart from
+     * end command from (scope_entries.c, lead_wait_polls). Counted apart from
      * crowded_waits, which the member's other waits on that CPU bump too,
      * so that a test can see this one decision. */
     _Atomic uint64_t lead_wait_skips;
@@ -96,10 +96,11 @@ void tt__omp_waits_parse(const char *policy, const char *spincount, tt__omp_wait
 /* The throttled budget now in force (tt__omp_waits_get()->throttled_polls
  * once read, TT__THROTTLED_POLLS before). */
 uint64_t tt__throttled_polls(void);
-/* An idle member yields every this many polls of its spin (measured: with
- * a plain thread posting to a pool as wide as the CPUs, members that spin
- * without yielding kept the poster off the CPU for a scheduler slice,
- * about 1.5 ms per call; yielding every 16 polls brought it to 2.5 us). */
+/* An idle member yields every this many polls of its spin: on a pool as
+ * wide as the CPUs, members that spin without yielding keep a plain thread
+ * that posts to them off the CPU for a scheduler slice (milliseconds a
+ * call), where yields keep it to microseconds (comment-records.md, "Idle
+ * yields"). */
 #define TT__IDLE_YIELD_EVERY 16u
 
 void tt__futex_wait(_Atomic uint32_t *word, uint32_t expected);
@@ -119,7 +120,7 @@ static inline void tt__cpu_relax(void)
 /* The most polls a wait under `pol` makes before it yields or sleeps: none
  * when crowded, at most the throttled budget when throttled, else the
  * policy's spin_polls. tt__wait_spin_ne takes its budget here, and so does a
- * scope member's wait for its leader's "done" (team_scope.c). */
+ * scope member's wait for its leader's "done" (scope_entries.c). */
 uint64_t tt__wait_polls(const tt__wait_policy *pol);
 
 /* Spin per `pol` until *word != old. Returns true when the value changed
