@@ -1149,16 +1149,18 @@ START_TEST(lc_destroy_from_member)
 END_TEST
 
 /* Children the library mints after the signal, for an entry that was
- * already running: 3 jobs on budget 2 make task 0 run jobs 0 and 1 one
- * after the other; job 0 destroys the pool, so job 1's child token is
- * minted after the signal. "New entries on tokens of that pool return
- * TT_EDESTROYED". (Regression: such a child used to carry the pool's new
- * generation, and its entry ran; children now keep their entry's.) */
+ * already running: 3 jobs on budget 2; jobs 0 and 1 are the two tasks'
+ * first, job 0 destroys the pool, job 1 waits until it did, and job 2,
+ * handed to whichever task frees up first, gets its child token after the
+ * signal. "New entries on tokens of that pool return TT_EDESTROYED".
+ * (Regression: such a child used to carry the pool's new generation, and
+ * its entry ran; children now keep their entry's.) */
 typedef struct lc_late {
     tt_pool *pool;
     int rc_destroy;
     int rc_late[3];
     _Atomic int ran[3];
+    th_flag destroyed;
 } lc_late;
 
 static void lc_late_job(void *arg, unsigned i, tt_exec *child)
@@ -1169,10 +1171,11 @@ static void lc_late_job(void *arg, unsigned i, tt_exec *child)
     atomic_fetch_add(&d->ran[i], 1);
     if (i == 0) {
         d->rc_destroy = tt_pool_destroy(d->pool);
-        d->rc_late[0] = tt_for_ranges(child, 10, 1, lc_noop_range, NULL);
-    } else {
-        d->rc_late[i] = tt_for_ranges(child, 10, 1, lc_noop_range, NULL);
+        th_flag_set(&d->destroyed, 1);
+    } else if (i == 1) {
+        TT_CHECK(th_flag_wait_ge(&d->destroyed, 1, 10), "job 0 never destroyed the pool");
     }
+    d->rc_late[i] = tt_for_ranges(child, 10, 1, lc_noop_range, NULL);
 }
 
 static TT_TEST_UNUSED int lc_child_destroy_late_children(void *arg)
@@ -1188,10 +1191,12 @@ static TT_TEST_UNUSED int lc_child_destroy_late_children(void *arg)
     TT_CHECK(rc == TT_OK, "fork: %s", tt_status_name(rc));
     TT_CHECK(d.rc_destroy == TT_OK, "destroy from a member: %s", tt_status_name(d.rc_destroy));
     TT_CHECK(d.rc_late[0] == TT_EDESTROYED, "job 0's own child: %s", tt_status_name(d.rc_late[0]));
-    TT_CHECK(d.rc_late[1] == TT_EDESTROYED,
-             "job 1's child, minted by the library after the destroy signal: entry returned %s, "
-             "expected TT_EDESTROYED",
+    TT_CHECK(d.rc_late[1] == TT_EDESTROYED, "job 1's child, after the destroy: %s",
              tt_status_name(d.rc_late[1]));
+    TT_CHECK(d.rc_late[2] == TT_EDESTROYED,
+             "job 2's child, minted by the library after the destroy signal: entry returned %s, "
+             "expected TT_EDESTROYED",
+             tt_status_name(d.rc_late[2]));
     return 0;
 }
 
