@@ -429,20 +429,6 @@ static int run_tasks(entry *e, unsigned ntasks, unsigned budget, tt__placement *
     return run_region(e, tasks, ntasks, pl, all_at_once) ? TT_OK : TT_REFUSED_UNAVAILABLE;
 }
 
-/* Mint the child token of task t in place. */
-void tt__exec_child_of(tt__exec *c, const entry *e, const task *t, uint32_t flags, void *team)
-{
-    tt__token_spec s = {.pool = e->pool, .pool_gen = e->pool_gen, .budget = t->share,
-                        .flags = flags, .ledger = e->ledger, .team = team,
-                        .owner = pthread_self()};
-    if (t->cnt > 0) {
-        s.gang = e->gang;
-        s.gang_off = t->off;
-        s.gang_cnt = t->cnt;
-    }
-    tt__token_mint(c, &s);
-}
-
 typedef struct inline_run {
     entry *e;
     const run_spec *sp;
@@ -587,16 +573,6 @@ int tt__exec_run_entry(tt__entry *fr, entry *e, run_spec sp)
      * the consume, and nothing ran. */
     tt__entry_end(fr, rc != TT_REFUSED_UNAVAILABLE);
     return rc;
-}
-
-/* Begin the frame and run the entry (tt_fork, tt_for_ranges, tt_broadcast). */
-int tt__exec_enter_and_run(tt__exec *x, entry *e, run_spec sp)
-{
-    tt__entry fr;
-    int rc = tt__entry_begin(&fr, x);
-    if (rc)
-        return rc;
-    return tt__exec_run_entry(&fr, e, sp);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -51,12 +51,35 @@ typedef struct run_spec {
     void (*inline_one)(entry *e);
 } run_spec;
 
-/* Begin the entry frame on x and run the entry (tt_fork, tt_for_ranges,
- * tt_broadcast); or run it in a frame already begun (tt_external). */
-int tt__exec_enter_and_run(tt__exec *x, entry *e, run_spec sp);
+/* Run an entry in a frame already begun (tt_external; and below). */
 int tt__exec_run_entry(tt__entry *fr, entry *e, run_spec sp);
+
+/* Begin the entry frame on x and run the entry (tt_fork, tt_for_ranges,
+ * tt_broadcast). Inline, as the next one, so that the entries in
+ * exec_entries.c pay no call for them. */
+static inline int tt__exec_enter_and_run(tt__exec *x, entry *e, run_spec sp)
+{
+    tt__entry fr;
+    int rc = tt__entry_begin(&fr, x);
+    if (rc)
+        return rc;
+    return tt__exec_run_entry(&fr, e, sp);
+}
+
 /* Mint the child token of task t in place. */
-void tt__exec_child_of(tt__exec *c, const entry *e, const task *t, uint32_t flags, void *team);
+static inline void tt__exec_child_of(tt__exec *c, const entry *e, const task *t, uint32_t flags,
+                                     void *team)
+{
+    tt__token_spec s = {.pool = e->pool, .pool_gen = e->pool_gen, .budget = t->share,
+                        .flags = flags, .ledger = e->ledger, .team = team,
+                        .owner = pthread_self()};
+    if (t->cnt > 0) {
+        s.gang = e->gang;
+        s.gang_off = t->off;
+        s.gang_cnt = t->cnt;
+    }
+    tt__token_mint(c, &s);
+}
 /* The body of a plain split: task k runs range k. */
 void tt__exec_range_body(entry *e, const task *t);
 

@@ -9,6 +9,8 @@
 
 #include "entry.h"
 
+#include <string.h>
+
 /* A control block: shared by a leader thread (participant 0) and size - 1
  * members (participants 1..size-1), each of which waits for the block's
  * generation word to move, runs the command the leader wrote, and reports
@@ -92,9 +94,28 @@ typedef struct tt__part_work {
  * destroy from a member (DOOMED, the generation bumped), it would make the
  * scope's child tokens look live on the dying pool), a split's groups take
  * their parent's, and a persistent team's is the generation it was built
- * at. */
-void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew, unsigned size,
-                  const uint32_t *members, const tt__wait_policy *pol, void *ledger);
+ * at. Inline, so that its stores fold into the caller's frame (every scope
+ * sets one up). */
+static inline void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew,
+                                unsigned size, const uint32_t *members,
+                                const tt__wait_policy *pol, void *ledger)
+{
+    memset(c, 0, sizeof *c);
+    c->pool = pool;
+    c->crew = crew;
+    c->size = size;
+    c->members = members;
+    c->pol = *pol;
+    /* A scope with more awake participants than CPUs spins little, as
+     * libgomp does when it manages more threads than CPUs. */
+    if (size > tt__cpu_count_cached())
+        c->pol.throttled = true;
+    c->ledger = ledger;
+    c->leader = pthread_self();
+    c->pool_gen = pool_gen;
+    atomic_store_explicit(&c->lead_cpu, -1, memory_order_relaxed);
+}
+
 /* Post the participant loop to every member of c (`works`: size - 1
  * records that live until the end command's join), pinned per `pin`; and
  * end it: the members leave the loop, and the leader waits for them. */

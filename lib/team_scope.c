@@ -40,25 +40,6 @@
 /* Control blocks                                                            */
 /* ------------------------------------------------------------------------ */
 
-void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew, unsigned size,
-                  const uint32_t *members, const tt__wait_policy *pol, void *ledger)
-{
-    memset(c, 0, sizeof *c);
-    c->pool = pool;
-    c->crew = crew;
-    c->size = size;
-    c->members = members;
-    c->pol = *pol;
-    /* A scope with more awake participants than CPUs spins little, as
-     * libgomp does when it manages more threads than CPUs. */
-    if (size > tt__cpu_count_cached())
-        c->pol.throttled = true;
-    c->ledger = ledger;
-    c->leader = pthread_self();
-    c->pool_gen = pool_gen;
-    atomic_store_explicit(&c->lead_cpu, -1, memory_order_relaxed);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Sharing a CPU                                                             */
 /* ------------------------------------------------------------------------ */
