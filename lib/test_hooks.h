@@ -41,7 +41,7 @@ void tt__test_room_refuse(long nth);
 /* crew.c: join and forget every cached crew. */
 void tt__test_crew_cache_drain(void);
 
-/* backend_omp.c: the widest root region the backend forms (0: no cap). */
+/* backend_omp.c: the most threads a root's region asks for (0: no cap). */
 void tt__test_region_cap(unsigned cap);
 
 /* pool.c */
