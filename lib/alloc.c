@@ -11,7 +11,8 @@
  * private crew's host under libomp (backend_omp.c: a short crew), and the
  * probe threads of the thread-limit check (crew.c: counted, not kept).
  */
-#include "internal.h"
+#include "base.h"
+#include "test_hooks.h"
 
 #include <stdlib.h>
 #include <string.h>

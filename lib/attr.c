@@ -4,8 +4,8 @@
  * returns TT_EINVAL for a NULL object; settings of later stages (waits,
  * pinning) are stored here and read by the pool.
  */
-#include "internal.h"
-#include "einval.h"
+#include "pool_attr.h"
+#include "waits.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /*
- * backend_omp.c -- the OpenMP backend. This is the only file that includes
- * omp.h.
+ * backend_omp.c -- the OpenMP backend. With omp_runtime.c (which runtime
+ * answers the library's calls), the only file that includes omp.h.
  *
  * Two kinds of region: a root's region on the calling thread's own team
  * (omp_region, see host_team.c for why), opened per root at the pool's
@@ -9,8 +9,9 @@
  * libgomp thread pool of its own, and the region on it is a non-nested one,
  * so libgomp keeps its threads for the whole life of the region.
  */
-#include "internal.h"
-#include "wait.h"
+#include "share.h"
+#include "test_hooks.h"
+#include "futex.h"
 
 #if TT_HAVE_OPENMP
 
@@ -24,112 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Which runtime the library's omp_* calls land in: LLVM's libomp (also
- * Intel's libiomp5) or GCC's libgomp. Decided by the module that defines
- * the omp_get_level the library calls, so that a GCC-built library loaded
- * by a clang-built application (libomp's GOMP layer answering) counts as
- * libomp too. Two differences matter here: libomp keeps the workers of a
- * region in its process-wide thread pool after the region ends (a private
- * crew's members are plain threads there, plain_host_main), and its host
- * `teams` construct leaves its thread_limit behind (omp_callee_call). */
-static _Atomic int runtime_kind; /* 0: not known yet, 1: libgomp, 2: libomp */
-
-static bool omp_runtime_is_libomp(void)
-{
-    int k = atomic_load_explicit(&runtime_kind, memory_order_relaxed);
-    if (k == 0) {
-        Dl_info di;
-        k = 1;
-        if (dladdr((void *)&omp_get_level, &di) && di.dli_fname &&
-            (strstr(di.dli_fname, "libomp") || strstr(di.dli_fname, "libiomp")))
-            k = 2;
-        else if (dlsym(RTLD_DEFAULT, "__kmpc_fork_call") && !dlsym(RTLD_DEFAULT, "GOMP_teams_reg"))
-            k = 2; /* linked statically into the program: no libgomp at all */
-        atomic_store_explicit(&runtime_kind, k, memory_order_relaxed);
-    }
-    return k == 2;
-}
-
 /* ------------------------------------------------------------------------ */
-/* Two runtimes in one process                                               */
+/* The backend's operations                                                  */
 /* ------------------------------------------------------------------------ */
-/*
- * One set of threads means that the library's omp_* and GOMP_* calls land
- * in the application's runtime. They do not when the library's own
- * references bind elsewhere than the application's: a clang/libomp
- * application that dlopen()s the GCC-built library with RTLD_DEEPBIND (the
- * library's dependency libgomp answers it, libomp the application), or a
- * library linked statically or -Bsymbolic against a runtime of its own.
- * Both would then run: the pool's regions on one runtime's threads, the
- * application's on the other's, and neither runtime sees the other's
- * threads. tt_pool_create refuses then (TT_ERUNTIME).
- *
- * The application's runtime is what the program's global scope gives for
- * omp_get_num_threads (dlsym on the main program's handle: the program, its
- * dependencies and LD_PRELOAD, in that order); the library's is where its
- * own reference to omp_get_num_threads points. Where the library is part
- * of the program itself (libthreadteam.a linked in) both references bind in
- * the same scope, and the address may be a PLT entry of the program, so
- * nothing is compared. A program without OpenMP of its own has no runtime
- * to disagree with. Decided once per process.
- */
-static _Atomic int runtimes_state; /* 0: not known yet, 1: one runtime, 2: two */
-
-static const char *module_name(const struct link_map *lm)
-{
-    if (lm && lm->l_name && lm->l_name[0])
-        return lm->l_name;
-    return "the program";
-}
-
-/* The advice of TT_ERUNTIME's line: the rebuild that makes the two runtimes
- * one, told from the runtimes' file names. */
-static const char *runtime_fix(const char *mine, const char *app)
-{
-    bool mine_gomp = strstr(mine, "libgomp") != NULL;
-    bool app_omp = strstr(app, "libomp") != NULL || strstr(app, "libiomp") != NULL;
-    bool mine_omp = strstr(mine, "libomp") != NULL || strstr(mine, "libiomp") != NULL;
-    bool app_gomp = strstr(app, "libgomp") != NULL;
-    if (mine_gomp && app_omp)
-        return "Rebuild threadteam with the application's compiler (./configure CC=clang "
-               "links LLVM libomp), or load this GCC-built library without RTLD_DEEPBIND so "
-               "that its OpenMP calls land in libomp's GOMP layer.";
-    if (mine_omp && app_gomp)
-        return "Rebuild threadteam with the application's compiler (./configure CC=gcc links "
-               "GCC's libgomp).";
-    return "Build threadteam with the compiler that builds the application, and load it "
-           "without RTLD_DEEPBIND and without an OpenMP runtime linked into it.";
-}
-
-int tt__runtime_check(void)
-{
-    int s = atomic_load_explicit(&runtimes_state, memory_order_acquire);
-    if (s == 0) {
-        s = 1;
-        Dl_info self, mine, app;
-        struct link_map *lm_self = NULL, *lm_mine = NULL, *lm_app = NULL, *lm_main = NULL;
-        void *main_h = dlopen(NULL, RTLD_LAZY);
-        void *app_fn = main_h ? dlsym(main_h, "omp_get_num_threads") : NULL;
-        if (main_h && app_fn && dlinfo(main_h, RTLD_DI_LINKMAP, &lm_main) == 0 &&
-            dladdr1((void *)&tt__runtime_check, &self, (void **)&lm_self, RTLD_DL_LINKMAP) &&
-            lm_self && lm_self != lm_main &&
-            dladdr1((void *)&omp_get_num_threads, &mine, (void **)&lm_mine, RTLD_DL_LINKMAP) &&
-            dladdr1(app_fn, &app, (void **)&lm_app, RTLD_DL_LINKMAP) && lm_mine && lm_app &&
-            lm_mine != lm_app) {
-            s = 2;
-            fprintf(stderr,
-                    "threadteam: tt_pool_create: two OpenMP runtimes in one process: the "
-                    "library (%s) calls the OpenMP runtime in %s, the application calls the one "
-                    "in %s; the pool is not built (TT_ERUNTIME). %s\n",
-                    module_name(lm_self), module_name(lm_mine), module_name(lm_app),
-                    runtime_fix(module_name(lm_mine), module_name(lm_app)));
-        }
-        if (main_h)
-            dlclose(main_h);
-        atomic_store_explicit(&runtimes_state, s, memory_order_release);
-    }
-    return s == 2 ? TT_ERUNTIME : TT_OK;
-}
 
 static void *omp_host_main(void *p)
 {
@@ -213,7 +111,7 @@ static int omp_start(tt__crew *c)
     int rc = pthread_attr_setstacksize(&pa, c->attr.stack_size);
     if (rc == 0)
         rc = tt__thread_create(&c->host, &pa,
-                               omp_runtime_is_libomp() ? plain_host_main : omp_host_main, c);
+                               tt__omp_runtime_is_libomp() ? plain_host_main : omp_host_main, c);
     pthread_attr_destroy(&pa);
     if (rc == EINVAL)
         return TT_EINVAL;
@@ -248,7 +146,7 @@ static void omp_join(tt__crew *c)
     pthread_join(c->host, NULL);
     c->host_started = false;
     /* libomp: the host thread joined its members (plain_host_main). */
-    if (omp_runtime_is_libomp())
+    if (tt__omp_runtime_is_libomp())
         return;
     uint32_t got = atomic_load_explicit(&c->got, memory_order_acquire);
     for (uint32_t k = 1; k < got && k < c->width; k++)
@@ -365,9 +263,9 @@ static bool omp_is_one_thread(void)
  *    of one, tasks are run by its only thread (at the latest in the region's
  *    end barrier), and the library's region stays invisible.
  *
- * Measured on the 2-vCPU development hosts (GCC 12): a nested one-thread
- * region costs about 2.5 us in libgomp (it allocates and frees a team each
- * time; only a top-level team is cached), so the library opens one per
+ * A nested one-thread region costs microseconds in libgomp (it allocates
+ * and frees a team each time; only a top-level team is cached), so the
+ * library opens one per
  * participant for the whole of its participation (a region's participant,
  * a private crew member for its whole life), never one per share: every
  * share and nested entry inside finds omp_is_one_thread() true.
@@ -379,7 +277,7 @@ typedef struct isolate_call {
 } isolate_call;
 
 /* A share without a region of its own puts back the ICVs it changed
- * (internal.h, tt__icvs), so that neither its caller nor the next share
+ * (backend.h, tt__icvs), so that neither its caller nor the next share
  * on the thread sees them. Each read is a load from the calling task's
  * ICV block; together about 5 ns. */
 static omp_allocator_handle_t rt_get_default_allocator(void);
@@ -441,10 +339,9 @@ isolate_body(void (*fn)(void *ctx), void (*seq_fn)(void *ctx, const tt__icvs *st
              * end, after the share's completion was reported and its
              * caller had gone on; the taskgroup completes them, and their
              * descendants, here, as the end of the share's own region
-             * would. Measured (GCC 12, host vm, a loop of 2e6 in a nested
-             * team of one): 12 ns when no task was made (libgomp allocates
-             * and frees the group), against 2 to 2.5 us for a nested
-             * region of its own. */
+             * would. It costs tens of nanoseconds when no task was made
+             * (libgomp allocates and frees the group), a nested region of
+             * its own microseconds (comment-records.md, "Isolation"). */
 #pragma omp taskgroup
             {
                 if (seq_fn)
@@ -518,7 +415,7 @@ static bool omp_places_cpus(cpu_set_t *set)
      * nothing binds: then the calling thread's own set counts, as with
      * libgomp, which lists places only when OMP_PLACES or OMP_PROC_BIND
      * asked for them. */
-    if (omp_runtime_is_libomp() && omp_get_proc_bind() == omp_proc_bind_false)
+    if (tt__omp_runtime_is_libomp() && omp_get_proc_bind() == omp_proc_bind_false)
         return false;
     int np = omp_get_num_places();
     if (np <= 0)
@@ -618,7 +515,7 @@ static void omp_external_leave(const int saved[4])
  * Marks live in a fixed table: entries [0, made) exist; `busy` says which
  * are in use. An entry is taken and given back under `mark_lock`
  * (tt_external is not a hot path at the scale of a mutex: a mutex pair
- * costs about 40 ns, the smallest measured dgemm 1.6 us). Readers scan
+ * costs tens of nanoseconds, the smallest callee microseconds). Readers scan
  * without the lock: a thread only finds a mark that its ancestry put in
  * force and that is therefore still taken. An entry's allocator forwards to
  * one allocator (`fb`), so an entry is reused only for the same one.
@@ -805,7 +702,7 @@ static void omp_callee_call(void *mark, void (*fn)(void *ctx), void *ctx)
      * still holds the tag after the external returned) and caps the
      * callee's regions at the processors (KMP_TEAMS_THREAD_LIMIT): no tag
      * there, the allocator mark alone marks the callee. */
-    if (!m || (tl != INT_MAX && !tag_find()) || omp_runtime_is_libomp()) {
+    if (!m || (tl != INT_MAX && !tag_find()) || tt__omp_runtime_is_libomp()) {
         fn(ctx);
         return;
     }
@@ -843,7 +740,6 @@ static unsigned omp_thread_limit(void)
     return lim;
 }
 
-void tt__test_region_cap(unsigned cap);
 void tt__test_region_cap(unsigned cap)
 {
     atomic_store_explicit(&region_cap, cap, memory_order_relaxed);
@@ -852,14 +748,13 @@ void tt__test_region_cap(unsigned cap)
 /* libgomp's barrier (config/linux/bar.c, gomp_team_barrier_wait_end):
  * the last thread to arrive stores the barrier's next generation, which
  * lets every spinning thread go at once, and then calls futex_wake for
- * any that sleep, unconditionally. One system call per barrier: 1.1 us on
- * the development hosts (a PVM guest), two per root with the dock barrier
- * at the region's start (perf: raw_syscalls:sys_enter, 2.0 per root on
- * both a raw `omp parallel` loop and the library's). LLVM libomp's
- * barriers release through flags and wake only threads that sleep. */
+ * any that sleep, unconditionally: one system call per barrier, about a
+ * microsecond, two per root with the dock barrier at the region's start
+ * (comment-records.md, "libgomp's last arriver"). LLVM libomp's barriers
+ * release through flags and wake only threads that sleep. */
 static bool omp_last_arriver_wakes(void)
 {
-    return !omp_runtime_is_libomp();
+    return !tt__omp_runtime_is_libomp();
 }
 
 const tt__backend tt__backend_omp = {

@@ -4,7 +4,7 @@
  * uses it for width-1 pools, which never dispatch (every entry on a budget
  * of 1 runs inline).
  */
-#include "internal.h"
+#include "backend.h"
 
 #include <string.h>
 

@@ -13,7 +13,8 @@
  * stack buffers, so that an allocation that fails can never read as a
  * limit.
  */
-#include "internal.h"
+#include "cpu.h"
+#include "test_hooks.h"
 
 #include <errno.h>
 #include <limits.h>

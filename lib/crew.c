@@ -17,8 +17,10 @@
  * and needs no lock. The same serving loop (tt__member_serve) runs in the
  * members of a root region on the caller's team.
  */
-#include "internal.h"
-#include "wait.h"
+#include "crew.h"
+#include "cpu.h"
+#include "test_hooks.h"
+#include "futex.h"
 
 #include <errno.h>
 #include <link.h>
@@ -442,7 +444,7 @@ void tt__crew_cache_put(tt__crew *c)
     }
 }
 
-/* Test hook (issue 19's fault test): join every cached crew, so that a
+/* Test hook (the resource-failure tests): join every cached crew, so that a
  * test can count the threads left with the cache empty. */
 void tt__test_crew_cache_drain(void)
 {

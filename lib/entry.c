@@ -17,13 +17,12 @@
  *    ledger while it waits (the budget it held passed to the work), and a
  *    thread that runs work of the pool inline holds one slot for the run.
  *
- * This sequence used to be written out at each entry, seven times over,
- * each copy with its own order of undo steps. Here it is written once, as
- * four calls on a record that lives on the entry's stack (internal.h has
- * the protocol); the record's state makes a call out of order a broken
- * invariant, not a lost slot.
+ * The sequence is written once, here, as four calls on a record that
+ * lives on the entry's stack (entry.h has the protocol), so that no entry
+ * has an order of undo steps of its own; the record's state makes a call
+ * out of order a broken invariant, not a lost slot.
  */
-#include "internal.h"
+#include "entry.h"
 
 int tt__entry_begin(tt__entry *e, tt__exec *x)
 {

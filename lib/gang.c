@@ -18,7 +18,8 @@
  * root that the member serves). Broadcasts take the prefix 0..n-1 through
  * the same FIFO, which puts concurrent broadcasts in one order.
  */
-#include "internal.h"
+#include "pool_slots.h"
+#include "ledger.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -32,7 +32,9 @@
  * inside the application's own regions that outlasts the retries (the
  * header, "Resource failures", says so).
  */
-#include "internal.h"
+#include "base.h"
+#include "cpu.h"
+#include "test_hooks.h"
 
 #if TT_HAVE_OPENMP && (defined(__x86_64__) || defined(__aarch64__))
 

@@ -29,7 +29,7 @@
  * and given back after, so that a nested entry in a share can find "which
  * member am I" (tt__pool_member_of) without a thread-local variable.
  */
-#include "internal.h"
+#include "share.h"
 
 #include <stdlib.h>
 

@@ -43,7 +43,8 @@
  * which fails every budget check, and an entry of it later bumps
  * `ledger_lost` (tt_ledger_lost). Nothing reads 0 for "don't know".
  */
-#include "internal.h"
+#include "ledger.h"
+#include "pool_slots.h"
 
 #if TT_LEDGER_ENABLED
 

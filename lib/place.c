@@ -2,12 +2,11 @@
  * place.c -- where an entry runs: the members of a token, the slots an
  * entry takes, inline holds and lending.
  *
- * Both entry files place their work the same way, and before this file
- * each had its own copy: the pooled entries (exec.c) and the team scope
- * (team_scope.c) both find the caller's member, take the gang part its
- * token holds, top it up from the pool's free slots, or, on a plain
- * thread, start the crew that will run the work and wait for the slots.
- * The rules, written once here:
+ * The pooled entries (exec.c, exec_entries.c) and the team scopes
+ * (scope_entries.c) place their work the same way: they find the caller's
+ * member, take the gang part its token holds, top it up from the pool's
+ * free slots, or, on a plain thread, start the crew that will run the work
+ * and wait for the slots. The rules, written once here:
  *
  *  - A member keeps itself first and never waits for slots: the slots it
  *    would wait for may be held by its own root until this very entry
@@ -28,11 +27,11 @@
  *    borrows the held one (lending), so that a parent waiting for its
  *    children keeps no slot.
  *
- * This file sits below exec.c and team_scope.c and above the slots
+ * This file sits below exec.c and the team scopes and above the slots
  * (gang.c), the pools (pool.c) and the crews; it knows nothing of tasks,
  * scopes or the token protocol beyond the fields of a token it reads.
  */
-#include "internal.h"
+#include "place.h"
 
 /* ------------------------------------------------------------------------ */
 /* The thread's hold stack                                                   */

@@ -9,9 +9,10 @@
  * thread names take effect there and a failure is reported by
  * tt_pool_create.
  */
-#include "internal.h"
-#include "einval.h"
-#include "wait.h"
+#include "share.h"
+#include "ledger.h"
+#include "test_hooks.h"
+#include "futex.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -267,7 +268,6 @@ bool tt__pool_uses_private_crew(const tt_pool *p)
 
 /* Teardowns so far (test hook: exactly one per destroyed pool). */
 static _Atomic unsigned long teardowns;
-unsigned long tt__test_pool_teardowns(void);
 unsigned long tt__test_pool_teardowns(void)
 {
     return atomic_load_explicit(&teardowns, memory_order_relaxed);
@@ -375,8 +375,6 @@ bool tt__pool_finish_doomed(tt_pool *p)
  * test can put a pool-object reuse between them, which a real entry only
  * meets when it is preempted in that window. Not exported by the shared
  * library (the tests link the static archive). */
-void tt__test_entry_count_in(tt_pool *p);
-void tt__test_entry_count_out(tt_pool *p);
 void tt__test_entry_count_in(tt_pool *p) { entry_count_in(p); }
 void tt__test_entry_count_out(tt_pool *p) { tt__pool_entry_end(p); }
 

@@ -15,15 +15,13 @@
  * same order whatever the task split: the result cannot depend on it.
  *
  * Where the cache lines go. On a 2-way split of a short reduction every
- * line that one core writes and the other then reads is a transfer, 550 to
- * 600 cycles one way on the development hosts when their vCPUs sit far
- * apart, and a sum of 10^4 doubles is about 3 us of additions per thread.
- * A tt_for_ranges whose body wrote one partial per task ran as fast as
- * `omp parallel for reduction(+:s)`, and the reduction on the same blocks
- * took 0.4 to 1.1 us more (three runs), because its member read and wrote
- * more of the caller's lines: the context (two lines), the sum's own
- * context (a third), and the level marks (an array the caller then read
- * beside the partials). Now:
+ * line that one core writes and the other then reads is a transfer,
+ * hundreds of cycles one way between cores that sit far apart, where a sum
+ * of 10^4 doubles is microseconds of additions per thread. So a reduction
+ * whose member reads and writes more of the caller's lines than a plain
+ * tt_for_ranges pays for each of them: the context (two lines), the sum's
+ * own context (a third), the level marks (an array the caller then reads
+ * beside the partials). Hence:
  *  - the context's first line holds all that a task reads to run a block,
  *    and it is aligned to a line; a sum of doubles keeps its callback in
  *    that line (dsum) instead of a context of its own;
@@ -34,12 +32,10 @@
  *    stack a line each) each slot has a line of its own, so that no two
  *    tasks write one line. Many slots are packed: a task's run is long,
  *    and only the line at each end of it may be shared.
- * Measured at 10^4 doubles, two blocks, width 2 (16 alternations of each
- * build): 8.13 us before, 7.87 us with the first two, 7.63 us with all
- * three, against 7.05 us for the tt_for_ranges and 7.07 us for raw OpenMP.
+ * The runs: docs/design/runs/2026-12-07-comment-records.md, "Reduction
+ * lines".
  */
 #include "internal.h"
-#include "einval.h"
 
 #include <math.h>
 #include <stdalign.h>

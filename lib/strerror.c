@@ -1,9 +1,8 @@
 /* strerror.c -- a sentence and a name for every return code, both made
  * from the one table in threadteam.h (TT_STATUS_MAP), the one report the
- * library makes of a broken invariant (TT__INVARIANT in internal.h), and
- * the TT_DEBUG line of a TT_EINVAL (einval.h). */
-#include "internal.h"
-#include "einval.h"
+ * library makes of a broken invariant (TT__INVARIANT in base.h), and the
+ * TT_DEBUG line of a TT_EINVAL (TT__EINVAL in base.h). */
+#include "base.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,20 +2,19 @@
  * team.c -- persistent teams: a pool's members held as one team between
  * leaders (tt_pool_into_team, tt_team_lead, tt_team_into_pool).
  *
- * A persistent team is a control block (tt__ctl, internal.h) that outlives
- * any one call: its members run the participant loop of team_scope.c from
+ * A persistent team is a control block (tt__ctl, scope.h) that outlives
+ * any one call: its members run the participant loop of scope_split.c from
  * tt_pool_into_team until tt_team_into_pool, and whichever thread leads
  * (one at a time) issues commands on it through a lead token, a token with
- * team authority whose entries are the scope entries of team_scope.c. With
- * idle_serves_pool the members go back to the pool between leaders and
- * each lead reserves them again.
+ * team authority whose entries are the scope entries of scope_entries.c.
+ * With idle_serves_pool the members go back to the pool between leaders
+ * and each lead reserves them again.
  *
  * The leader role ends when the lead token is consumed or finished; token.c
  * learns how through the block's hook (tt__team_hook.lead_end), which this
  * file fills in, so that the token protocol calls nothing above it.
  */
 #include "internal.h"
-#include "einval.h"
 
 #include <stddef.h>
 #include <stdlib.h>

@@ -3,10 +3,10 @@
  * and the calls that inspect or derive a token without an entry.
  *
  * Every token, whatever made it (tt_exec_init, tt_exec_reborrow, a fork
- * job's child in exec.c, a scope token or a team lead in team.c), is minted
- * by tt__token_mint, and every entry goes through tt__exec_check and the
- * entry frame (entry.c: claim, consume, leave), so the rules below hold for
- * every kind of token:
+ * job's child in exec_entries.c, a scope token or a team lead in team.c),
+ * is minted by tt__token_mint, and every entry goes through tt__exec_check
+ * and the entry frame (entry.c: claim, consume, leave), so the rules below
+ * hold for every kind of token:
  *
  *  - A refusal consumes nothing. Everything that can refuse an entry
  *    (the chain's state, a busy token or ancestor, a command in flight on
@@ -21,13 +21,14 @@
  *    descendant is inside an entry, when that entry leaves
  *    (TT__BUSY_ENDING).
  *
- * token.c knows nothing of placement, and calls nothing above it: of a team
- * it reads only the hook at the head of the control block a team token
- * carries (tt__team_hook: whether a command is in flight, and the function
- * that ends a leader role, which the persistent team fills in).
+ * token.c asks placement one thing (whether the calling thread may wait
+ * for the pool's slots, tt__place_no_wait), and calls nothing above it: of
+ * a team it reads only the hook at the head of the control block a team
+ * token carries (tt__team_hook: whether a command is in flight, and the
+ * function that ends a leader role, which the persistent team fills in).
  */
-#include "internal.h"
-#include "einval.h"
+#include "place.h"
+#include "test_hooks.h"
 
 #include <string.h>
 

@@ -15,8 +15,10 @@
  *    sleep, or the waker sees the sleeper and wakes it. Nothing weaker than
  *    seq_cst orders a store before a later load of another location.
  */
-#include "internal.h"
-#include "wait.h"
+#include "waits.h"
+#include "cpu.h"
+#include "test_hooks.h"
+#include "futex.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -12,7 +12,9 @@
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 hdr=$root/include/threadteam.h.in
-funcs=$(sed -n 's/^[a-z_][a-z_0-9 *]*[ *]\(tt_[a-z_0-9]*\)(.*/\1/p' "$hdr" | sort -u)
+# (A declaration may start with TT_NODISCARD.)
+funcs=$(sed -n 's/^\(TT_NODISCARD \)\{0,1\}[a-z_][a-z_0-9 *]*[ *]\(tt_[a-z_0-9]*\)(.*/\2/p' "$hdr" |
+    sort -u)
 echo "| function | tests that call it |"
 echo "| --- | --- |"
 for f in $funcs; do

@@ -27,10 +27,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-/* Test hooks of the static library (lib/internal.h). */
-void tt__test_crew_cache_drain(void);
-unsigned long tt__guard_retries(void);
+#include "test_hooks.h"
 
 static char allowed[64][1024];
 static char names[64][1100];

@@ -90,10 +90,10 @@ static uint64_t rnd(uint64_t *s)
  * after their join), or what it is after 200 ms. */
 static int threads_at_most(int most)
 {
-    uint64_t end = tt_proc_now_ns() + 200000000ull;
+    uint64_t end = th_proc_now_ns() + 200000000ull;
     int c;
-    while ((c = tt_proc_count_threads()) > most && tt_proc_now_ns() < end)
-        tt_proc_sleep_us(200);
+    while ((c = th_proc_count_threads()) > most && th_proc_now_ns() < end)
+        th_proc_sleep_us(200);
     return c;
 }
 
@@ -104,11 +104,11 @@ static int threads_at_most(int most)
  * value after 5 s. */
 static int threads_settled(void)
 {
-    uint64_t end = tt_proc_now_ns() + 5000000000ull;
-    int c = tt_proc_count_threads(), same = 0;
-    while (same < 250 && tt_proc_now_ns() < end) {
-        tt_proc_sleep_us(200);
-        int n = tt_proc_count_threads();
+    uint64_t end = th_proc_now_ns() + 5000000000ull;
+    int c = th_proc_count_threads(), same = 0;
+    while (same < 250 && th_proc_now_ns() < end) {
+        th_proc_sleep_us(200);
+        int n = th_proc_count_threads();
         same = n == c ? same + 1 : 0;
         c = n;
     }
@@ -291,7 +291,7 @@ static void *monitor_main(void *arg)
 {
     (void)arg;
     while (!atomic_load(&mon_stop)) {
-        int n = tt_proc_count_threads();
+        int n = th_proc_count_threads();
         int m = atomic_load(&mon_peak);
         while (n > m && !atomic_compare_exchange_weak(&mon_peak, &m, n))
             ;
@@ -301,7 +301,7 @@ static void *monitor_main(void *arg)
             while (n > o && !atomic_compare_exchange_weak(&mon_over, &o, n))
                 ;
         }
-        tt_proc_sleep_us(1000);
+        th_proc_sleep_us(1000);
     }
     return NULL;
 }
@@ -324,7 +324,7 @@ static void note_width(unsigned w)
 static unsigned cap_now(void)
 {
     pthread_mutex_lock(&widest_lock);
-    unsigned c = tt_proc_cpus() > widest ? tt_proc_cpus() : widest;
+    unsigned c = th_proc_cpus() > widest ? th_proc_cpus() : widest;
     pthread_mutex_unlock(&widest_lock);
     return c;
 }
@@ -381,13 +381,13 @@ static void phase_default(long n, int base)
     unsigned W = opt.max_width;
     /* While one thread runs: base + cap + a fresh crew (and its probes). */
     note_width(W > 1 ? 2 : 1);
-    atomic_store(&mon_bound, base + (int)(tt_proc_cpus() > W ? tt_proc_cpus() : W) + 2 * (int)W);
+    atomic_store(&mon_bound, base + (int)(th_proc_cpus() > W ? th_proc_cpus() : W) + 2 * (int)W);
     worker w0 = {.index = 0, .iters = single, .check_each = true, .base = base};
     default_worker(&w0);
     /* K threads at once: each may hold a live crew and start a fresh one. */
     unsigned k = opt.threads;
     atomic_store(&mon_bound,
-                 base + (int)k + (int)(tt_proc_cpus() > W ? tt_proc_cpus() : W) + 3 * (int)k * (int)W);
+                 base + (int)k + (int)(th_proc_cpus() > W ? th_proc_cpus() : W) + 3 * (int)k * (int)W);
     worker ws[16];
     pthread_t th[16];
     if (k > 16)
@@ -427,7 +427,7 @@ static void phase_dedicated(long n)
         if (kind == K_ONSTART && got > 1)
             want_dtors += got;
         use_pool(p);
-        int alive = tt_proc_count_threads();
+        int alive = th_proc_count_threads();
         int rc = tt_pool_destroy(p);
         if (rc != TT_OK)
             fail("tt_pool_destroy (dedicated): %s", tt_status_name(rc));
@@ -488,7 +488,7 @@ int main(int argc, char **argv)
         opt.ndedicated /= 20;
     }
     if (opt.max_width == 0)
-        opt.max_width = tt_proc_cpus() > 4 ? tt_proc_cpus() : 4;
+        opt.max_width = th_proc_cpus() > 4 ? th_proc_cpus() : 4;
     if (opt.max_width > 64)
         opt.max_width = 64;
     if (opt.threads == 0)
@@ -497,8 +497,8 @@ int main(int argc, char **argv)
 
     pthread_t mon;
     pthread_create(&mon, NULL, monitor_main, NULL);
-    int base = tt_proc_count_threads(); /* this thread and the monitor */
-    uint64_t t0 = tt_proc_now_ns();
+    int base = th_proc_count_threads(); /* this thread and the monitor */
+    uint64_t t0 = th_proc_now_ns();
     long rss0 = rss_kb(), heap0 = heap_kb();
 
     /* Warm-up: every width once, default and dedicated, so the cache, the
@@ -523,12 +523,12 @@ int main(int argc, char **argv)
     }
     phase_default(warm, base);
     long rss1 = rss_kb(), heap1 = heap_kb();
-    uint64_t t1 = tt_proc_now_ns();
+    uint64_t t1 = th_proc_now_ns();
     phase_default(opt.ndefault - warm, base);
-    uint64_t t2 = tt_proc_now_ns();
+    uint64_t t2 = th_proc_now_ns();
     long rss2 = rss_kb(), heap2 = heap_kb();
     phase_dedicated(opt.ndedicated);
-    uint64_t t3 = tt_proc_now_ns();
+    uint64_t t3 = th_proc_now_ns();
     long rss3 = rss_kb(), heap3 = heap_kb();
 
     atomic_store(&mon_stop, 1);
@@ -550,7 +550,7 @@ int main(int argc, char **argv)
     if (judge_memory && heap1 >= 0 && dheap > opt.heap_slack_kb)
         fail("heap in use grew by %ld KiB after the warm-up (slack %ld KiB)", dheap,
              opt.heap_slack_kb);
-    double el = (double)(tt_proc_now_ns() - t0) / 1e9;
+    double el = (double)(th_proc_now_ns() - t0) / 1e9;
     printf("soak_pools: %s: %ld default pools (%.1f us each), %ld dedicated pools (%.1f us each), "
            "callers 1 and %u, widths 1..%u, peak threads %d (base %d, cache cap %u), "
            "RSS %ld -> %ld -> %ld -> %ld KiB (after warm-up %+ld), heap %ld -> %ld -> %ld -> %ld "

@@ -236,8 +236,8 @@ static void work(uint64_t *s)
     if (k == 0)
         sched_yield();
     else if (k == 1) {
-        uint64_t end = tt_proc_now_ns() + 2000;
-        while (tt_proc_now_ns() < end)
+        uint64_t end = th_proc_now_ns() + 2000;
+        while (th_proc_now_ns() < end)
             ;
     }
 }
@@ -419,9 +419,9 @@ static void bcast_fn(void *arg, unsigned i)
     }
     /* All at once: everyone waits for everyone. */
     atomic_fetch_add(&b->arrived, 1);
-    uint64_t end = tt_proc_now_ns() + 10000000000ull;
+    uint64_t end = th_proc_now_ns() + 10000000000ull;
     while (atomic_load(&b->arrived) < b->budget) {
-        if (tt_proc_now_ns() > end) {
+        if (th_proc_now_ns() > end) {
             fail("broadcast of %u: index %u waited 10 s for the others (not concurrent)",
                  b->budget, i);
             break;
@@ -956,12 +956,12 @@ static void *watchdog_main(void *arg)
 {
     (void)arg;
     while (!atomic_load(&watchdog_stop)) {
-        int n = tt_proc_count_threads();
+        int n = th_proc_count_threads();
         int m = atomic_load(&peak_threads);
         while (n > m && !atomic_compare_exchange_weak(&peak_threads, &m, n))
             ;
         uint64_t st = atomic_load(&iter_start_ns);
-        if (st && tt_proc_now_ns() - st > (uint64_t)(opt.iter_timeout * 1e9)) {
+        if (st && th_proc_now_ns() - st > (uint64_t)(opt.iter_timeout * 1e9)) {
             char cmd[512];
             replay_cmd(atomic_load(&cur_seed), cmd, sizeof cmd);
             fprintf(stderr,
@@ -971,7 +971,7 @@ static void *watchdog_main(void *arg)
             fflush(stderr);
             _exit(3);
         }
-        tt_proc_sleep_us(5000);
+        th_proc_sleep_us(5000);
     }
     return NULL;
 }
@@ -1102,21 +1102,21 @@ int main(int argc, char **argv)
     pthread_t dummy;
     if (pthread_create(&dummy, NULL, watchdog_dummy, NULL) == 0)
         pthread_join(dummy, NULL);
-    int base_threads = tt_proc_count_threads();
+    int base_threads = th_proc_count_threads();
     pthread_t wd;
     pthread_create(&wd, NULL, watchdog_main, NULL);
-    uint64_t t0 = tt_proc_now_ns();
+    uint64_t t0 = th_proc_now_ns();
     long passed = 0, failed = 0, roots = 0, entries = 0, refusals = 0;
     uint64_t first_failed = 0;
     iter_state it;
     for (long i = 0; i < opt.iters; i++) {
-        if ((double)(tt_proc_now_ns() - t0) / 1e9 > opt.seconds)
+        if ((double)(th_proc_now_ns() - t0) / 1e9 > opt.seconds)
             break;
         uint64_t seed = opt.seed + (uint64_t)i;
         atomic_store(&cur_seed, seed);
         atomic_store(&it_failures, 0);
         fail_first[0] = 0;
-        atomic_store(&iter_start_ns, tt_proc_now_ns());
+        atomic_store(&iter_start_ns, th_proc_now_ns());
         bool ok = run_iteration(seed, &it);
         atomic_store(&iter_start_ns, 0);
         roots += atomic_load(&it.roots);
@@ -1139,13 +1139,13 @@ int main(int argc, char **argv)
             fprintf(stderr, "stress: seed %" PRIu64 " %s (%ld roots so far)\n", seed,
                     ok ? "ok" : "FAILED", roots);
     }
-    double elapsed = (double)(tt_proc_now_ns() - t0) / 1e9;
+    double elapsed = (double)(th_proc_now_ns() - t0) / 1e9;
     atomic_store(&watchdog_stop, 1);
     pthread_join(wd, NULL);
     /* Everything destroyed: what is left is the cache (at most
      * max(CPUs, widest pool) threads) and this thread. */
-    int end_threads = tt_proc_count_threads();
-    unsigned cap = tt_proc_cpus() > widest ? tt_proc_cpus() : widest;
+    int end_threads = th_proc_count_threads();
+    unsigned cap = th_proc_cpus() > widest ? th_proc_cpus() : widest;
     bool bounded = end_threads <= base_threads + (int)cap;
     if (!bounded) {
         fprintf(stderr, "stress: %d threads left after every pool was destroyed (cache cap %u, "

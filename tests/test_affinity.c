@@ -182,7 +182,7 @@ static void pin_self(void *arg, unsigned i)
     cpu_set_t set, one;
     CPU_ZERO(&set);
     sched_getaffinity(0, sizeof set, &set);
-    int cpu = tt_first_cpu_of(&set, -1);
+    int cpu = th_first_cpu_of(&set, -1);
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
     /* What likwid-pin does to a thread it pins. */
@@ -223,16 +223,16 @@ static int app_broadcast(tt_pool *p, tt_bcast_fn fn, void *arg)
 static void cached_crew(bool likwid, masks *m)
 {
     *m = (masks){{0, 0}};
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     ck_assert_int_eq(app_broadcast(p, pin_self, NULL), TT_OK);
-    tt_free_pool(p);
+    th_free_pool(p);
     /* The crew is cached; a new pool of its width takes it. */
     set_likwid(likwid);
-    p = tt_make_pool(2);
+    p = th_make_pool(2);
     ck_assert_int_eq(app_broadcast(p, read_mask, m), TT_OK);
-    tt_free_pool(p);
+    th_free_pool(p);
     set_likwid(false);
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 
 START_TEST(cached_crew_keeps_launcher_mask)
@@ -256,10 +256,10 @@ END_TEST
 static Suite *affinity_suite(void)
 {
     Suite *s = suite_create("affinity");
-    TCase *tc = tt_tcase(s, "likwid", 60);
+    TCase *tc = th_tcase(s, "likwid", 60);
     tcase_add_test(tc, dedicated_members_keep_launcher_mask);
     tcase_add_test(tc, cached_crew_keeps_launcher_mask);
     return s;
 }
 
-int main(void) { return tt_run_suite(affinity_suite()); }
+int main(void) { return th_run_suite(affinity_suite()); }

@@ -199,12 +199,12 @@ START_TEST(test_app_icvs_untouched_and_first_region)
     /* pooled work on pools of width 2 and 4 */
     static const unsigned widths[] = {2, 4};
     for (size_t wi = 0; wi < TT_ARRAY_LEN(widths); wi++) {
-        tt_pool *pool = tt_make_pool(widths[wi]);
+        tt_pool *pool = th_make_pool(widths[wi]);
         for (unsigned b = 1; b <= widths[wi]; b++)
             do_work(pool, b);
         read_app_icvs(&after);
         ck_icvs_eq(before, after, "while a pool lives");
-        tt_free_pool(pool);
+        th_free_pool(pool);
         read_app_icvs(&after);
         ck_icvs_eq(before, after, "after a pool was destroyed");
     }
@@ -227,10 +227,10 @@ START_TEST(test_app_icvs_untouched_and_first_region)
     ck_assert_int_eq(ttomp_team_of(2), 2);
 #else
     do_work(NULL, 1);
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     ck_assert_uint_eq(tt_pool_width(pool), 1);
     do_work(pool, 4);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 #endif
 }
 END_TEST
@@ -240,7 +240,7 @@ END_TEST
  * tt_external runs its callback, whose thread's nthreads-var the library set
  * to the width (checked in the callback): the main thread's stay its own. */
 typedef struct ext_hold {
-    tt_flag in, out;
+    th_flag in, out;
 } ext_hold;
 
 static void ext_wait(void *arg, unsigned width)
@@ -249,8 +249,8 @@ static void ext_wait(void *arg, unsigned width)
     TT_CHECK(omp_get_max_threads() == (int)width && !omp_get_dynamic(),
              "the callback's thread has max_threads %d, dynamic %d; width %u",
              omp_get_max_threads(), omp_get_dynamic(), width);
-    tt_flag_set(&h->in, 1);
-    TT_CHECK(tt_flag_wait_ge(&h->out, 1, 20), "external callback never released");
+    th_flag_set(&h->in, 1);
+    TT_CHECK(th_flag_wait_ge(&h->out, 1, 20), "external callback never released");
 }
 
 typedef struct ext_thread {
@@ -275,22 +275,22 @@ START_TEST(test_app_icvs_during_external)
 #if TT_PARALLEL_ENABLED
     app_icvs before, during, after;
     read_app_icvs(&before);
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     ext_thread e;
     memset(&e, 0, sizeof e);
     e.pool = pool;
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, ext_thread_main, &e), 0);
-    ck_assert(tt_flag_wait_ge(&e.h.in, 1, 20));
+    ck_assert(th_flag_wait_ge(&e.h.in, 1, 20));
     read_app_icvs(&during);
-    tt_flag_set(&e.h.out, 1);
-    ck_assert(tt_join_timeout(t, 20));
+    th_flag_set(&e.h.out, 1);
+    ck_assert(th_join_timeout(t, 20));
     ck_assert_int_eq(e.rc, TT_OK);
     read_app_icvs(&after);
     ck_icvs_eq(before, during, "while a tt_external callback runs on a member");
     ck_icvs_eq(before, after, "after tt_external");
-    tt_free_pool(pool);
-    tt_assert_no_failures();
+    th_free_pool(pool);
+    th_assert_no_failures();
 #endif
 }
 END_TEST
@@ -356,12 +356,12 @@ START_TEST(test_app_regions_with_pool)
 #if TT_PARALLEL_ENABLED
     app_icvs before, after;
     read_app_icvs(&before);
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     app_ctx c;
     memset(&c, 0, sizeof c);
     c.pool = pool;
     int want = omp_get_max_threads();
-    unsigned rounds = tt_iters(20);
+    unsigned rounds = th_iters(20);
     for (unsigned r = 0; r < rounds; r++) {
         /* an application region while the pool lives: full width, and a
          * worksharing loop that sums right */
@@ -379,7 +379,7 @@ START_TEST(test_app_regions_with_pool)
     /* a plain thread's dispatched jobs run on members, never on itself */
     ck_assert_int_eq(atomic_load(&c.jobs_on_members), atomic_load(&c.jobs));
     ck_assert_int_eq(atomic_load(&c.jobs_on_app_thread), 0);
-    tt_free_pool(pool);
+    th_free_pool(pool);
     read_app_icvs(&after);
     ck_icvs_eq(before, after, "after application regions with a pool");
 #endif
@@ -395,13 +395,13 @@ START_TEST(test_app_changed_icvs_do_not_reach_pool)
     omp_set_num_threads(1);
     omp_set_dynamic(1);
     omp_set_max_active_levels(1);
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     ck_assert_uint_eq(tt_pool_width(pool), 4);
     do_work(pool, 4);
     ck_assert_int_eq(omp_get_max_threads(), 1);
     ck_assert_int_eq(omp_get_dynamic(), 1);
     ck_assert_int_eq(omp_get_max_active_levels(), 1);
-    tt_free_pool(pool);
+    th_free_pool(pool);
     omp_set_num_threads(mt);
     omp_set_dynamic(dyn);
     omp_set_max_active_levels(mal);
@@ -412,13 +412,13 @@ END_TEST
 static Suite *appomp_suite(void)
 {
     Suite *s = suite_create("appomp");
-    TCase *tc = tt_tcase(s, "first", 60);
+    TCase *tc = th_tcase(s, "first", 60);
     tcase_add_test(tc, test_app_icvs_untouched_and_first_region);
-    tc = tt_tcase(s, "alongside", 120);
+    tc = th_tcase(s, "alongside", 120);
     tcase_add_test(tc, test_app_icvs_during_external);
     tcase_add_test(tc, test_app_regions_with_pool);
     tcase_add_test(tc, test_app_changed_icvs_do_not_reach_pool);
     return s;
 }
 
-int main(void) { return tt_run_suite(appomp_suite()); }
+int main(void) { return th_run_suite(appomp_suite()); }

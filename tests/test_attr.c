@@ -239,7 +239,7 @@ static tt_pool *make_with_threads(unsigned threads, int *rc_out)
     tt_pool_attr *a = NULL;
     ck_rc(tt_pool_attr_create(&a), TT_OK);
     ck_rc(tt_pool_attr_set_threads(a, threads), TT_OK);
-    ck_rc(tt_pool_attr_set_spin_polls(a, tt_test_spin_polls()), TT_OK);
+    ck_rc(tt_pool_attr_set_spin_polls(a, th_test_spin_polls()), TT_OK);
     tt_pool *p = (tt_pool *)(uintptr_t)0xdeadbeef; /* must be overwritten */
     *rc_out = tt_pool_create(&p, a);
     tt_pool_attr_destroy(a);
@@ -251,12 +251,12 @@ START_TEST(test_pool_width_zero_is_all_cpus)
     int rc;
     tt_pool *p = make_with_threads(0, &rc);
     ck_rc(rc, TT_OK);
-    ck_assert_uint_eq(tt_pool_width(p), tt_expect_width(tt_affinity_cpus()));
+    ck_assert_uint_eq(tt_pool_width(p), th_expect_width(th_affinity_cpus()));
     ck_rc(tt_pool_destroy(p), TT_OK);
     /* NULL attributes: the defaults, width = CPUs too */
     p = NULL;
     ck_rc(tt_pool_create(&p, NULL), TT_OK);
-    ck_assert_uint_eq(tt_pool_width(p), tt_expect_width(tt_affinity_cpus()));
+    ck_assert_uint_eq(tt_pool_width(p), th_expect_width(th_affinity_cpus()));
     ck_rc(tt_pool_destroy(p), TT_OK);
     ck_rc(tt_pool_create(NULL, NULL), TT_EINVAL);
 }
@@ -275,10 +275,10 @@ static void *narrow_main(void *arg)
     cpu_set_t set;
     CPU_ZERO(&set);
     sched_getaffinity(0, sizeof set, &set);
-    int first = tt_first_cpu_of(&set, -1);
+    int first = th_first_cpu_of(&set, -1);
     if (first >= 0)
-        (void)tt_bind_to_cpu(first);
-    n->cpus = tt_affinity_cpus();
+        (void)th_bind_to_cpu(first);
+    n->cpus = th_affinity_cpus();
     tt_pool_attr *a = NULL;
     tt_pool_attr_create(&a);
     tt_pool_attr_set_threads(a, 0);
@@ -300,7 +300,7 @@ START_TEST(test_pool_width_zero_ignores_narrowed_affinity)
     narrow_args n = {-1, 0, 0};
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, narrow_main, &n), 0);
-    ck_assert(tt_join_timeout(t, 30));
+    ck_assert(th_join_timeout(t, 30));
     ck_assert_uint_eq(n.cpus, 1);
     ck_rc(n.rc, TT_OK);
 #if TT_PARALLEL_ENABLED
@@ -335,7 +335,7 @@ START_TEST(test_pool_default_width_is_max_threads)
     unsigned w = 0;
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, width3_main, &w), 0);
-    ck_assert(tt_join_timeout(t, 30));
+    ck_assert(th_join_timeout(t, 30));
     ck_assert_uint_eq(w, 3);
 #else
     ck_assert_uint_eq(tt_pool_width(p), 1);
@@ -346,7 +346,7 @@ END_TEST
 
 START_TEST(test_pool_absurd_widths)
 {
-    int before = tt_count_threads_settled();
+    int before = th_count_threads_settled();
     static const unsigned absurd[] = {1u << 30, UINT_MAX, (1u << 30) + 7};
     for (size_t i = 0; i < TT_ARRAY_LEN(absurd); i++) {
         int rc;
@@ -362,7 +362,7 @@ START_TEST(test_pool_absurd_widths)
 #endif
     }
     /* no thread left running */
-    ck_assert_int_eq(tt_wait_thread_count(before, 5), before);
+    ck_assert_int_eq(th_wait_thread_count(before, 5), before);
 }
 END_TEST
 
@@ -399,7 +399,7 @@ START_TEST(test_pool_accessors)
     ck_rc(tt_pool_attr_set_spin_polls(a, 1), TT_OK);
     ck_rc(tt_pool_attr_set_pin_participants(a, false), TT_OK);
     tt_pool_attr_destroy(a);
-    ck_assert_uint_eq(tt_pool_width(p), tt_expect_width(3));
+    ck_assert_uint_eq(tt_pool_width(p), th_expect_width(3));
     ck_assert_uint_eq(tt_pool_spin_polls(p), 4321);
     ck_assert(tt_pool_pin_participants(p));
     ck_assert(!tt_pool_is_member(p, &k)); /* this thread is not a member */
@@ -434,7 +434,7 @@ static void job_nested_cnt(void *arg, unsigned i, tt_exec *child)
 {
     cnt *c = arg;
     if (i == 0) {
-        tt_sleep_us(300); /* the second member of the share waits meanwhile */
+        th_sleep_us(300); /* the second member of the share waits meanwhile */
         ck_rc(tt_fork(child, 2, job_cnt, c), TT_OK);
     } else {
         atomic_fetch_add(&c->n, 2);
@@ -443,7 +443,7 @@ static void job_nested_cnt(void *arg, unsigned i, tt_exec *child)
 
 START_TEST(test_pool_no_spin)
 {
-    tt_pool *p = tt_make_pool_spin(3, 0, 0);
+    tt_pool *p = th_make_pool_spin(3, 0, 0);
     cnt c = {0};
     for (int r = 0; r < 50; r++) {
         tt_exec ex;
@@ -451,7 +451,7 @@ START_TEST(test_pool_no_spin)
         ck_rc(tt_fork(&ex, 2, job_nested_cnt, &c), TT_OK);
         if (r == 25)
             ck_rc(tt_pool_release_idle(p), TT_OK);
-        tt_sleep_us(500);
+        th_sleep_us(500);
     }
     ck_assert_int_eq(atomic_load(&c.n), 200);
     tt_wait_counts wc;
@@ -469,7 +469,7 @@ START_TEST(test_pool_no_spin)
                   (unsigned long long)wc.barrier_sleeps, (unsigned long long)wc.preemptions,
                   (unsigned long long)wc.starving, (unsigned long long)wc.wakes);
 #endif
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -491,8 +491,8 @@ static void job_check_name(void *arg, unsigned i, tt_exec *child)
     (void)child;
     name_ctx *c = arg;
     char comm[64];
-    pid_t tid = tt_gettid();
-    if (!tt_thread_comm(tid, comm, sizeof comm)) {
+    pid_t tid = th_gettid();
+    if (!th_thread_comm(tid, comm, sizeof comm)) {
         atomic_fetch_add(&c->bad, 1);
         return;
     }
@@ -528,7 +528,7 @@ static TT_TEST_UNUSED void job_check_name_member(void *arg, unsigned i, tt_exec 
     }
     TT_CHECK(k == i, "job %u of a full fork ran on member %u", i, k);
     char comm[64], want[32];
-    if (!tt_thread_comm(tt_gettid(), comm, sizeof comm)) {
+    if (!th_thread_comm(th_gettid(), comm, sizeof comm)) {
         TT_CHECK(0, "cannot read the member's name");
         return;
     }
@@ -545,17 +545,17 @@ static TT_TEST_UNUSED void job_check_name_member(void *arg, unsigned i, tt_exec 
 
 static void check_named_pool(const char *prefix, unsigned width)
 {
-    int before = tt_count_threads_settled();
+    int before = th_count_threads_settled();
     tt_pool_attr *a = NULL;
     ck_rc(tt_pool_attr_create(&a), TT_OK);
     ck_rc(tt_pool_attr_set_threads(a, width), TT_OK);
     ck_rc(tt_pool_attr_set_thread_name(a, prefix), TT_OK);
-    ck_rc(tt_pool_attr_set_spin_polls(a, tt_test_spin_polls()), TT_OK);
+    ck_rc(tt_pool_attr_set_spin_polls(a, th_test_spin_polls()), TT_OK);
     tt_pool *p = NULL;
     ck_rc(tt_pool_create(&p, a), TT_OK);
     tt_pool_attr_destroy(a);
     unsigned w = tt_pool_width(p);
-    ck_assert_uint_eq(w, tt_expect_width(width));
+    ck_assert_uint_eq(w, th_expect_width(width));
 #if TT_PARALLEL_ENABLED
     /* every member index appears once in /proc/self/task/.../comm */
     for (unsigned k = 0; k < w; k++) {
@@ -566,11 +566,11 @@ static void check_named_pool(const char *prefix, unsigned width)
             pl = 15 - (size_t)il;
         snprintf(want, sizeof want, "%.*s%s", (int)pl, prefix, idx);
         int count = 0;
-        pid_t tid = tt_find_thread_named(want, &count);
+        pid_t tid = th_find_thread_named(want, &count);
         ck_assert_msg(tid != 0 && count == 1, "no single thread named '%s' (%d found)", want,
                       count);
     }
-    ck_assert_int_eq(tt_count_threads(), before + (int)w);
+    ck_assert_int_eq(th_count_threads(), before + (int)w);
     /* and each member knows its index: job k of a full fork is member k */
     name_ctx c;
     memset(&c, 0, sizeof c);
@@ -580,21 +580,21 @@ static void check_named_pool(const char *prefix, unsigned width)
     tt_exec ex;
     ck_rc(tt_exec_init(&ex, p, w), TT_OK);
     ck_rc(tt_fork(&ex, w, job_check_name_member, &m), TT_OK);
-    tt_assert_no_failures();
+    th_assert_no_failures();
     ck_assert_int_eq(atomic_load(&c.bad), 0);
     for (unsigned k = 0; k < w && k < 16; k++)
         ck_assert_int_eq(atomic_load(&c.seen[k]), 1);
     ck_rc(tt_pool_destroy(p), TT_OK);
     /* dedicated members are joined: when the destroy returns they are gone */
     for (unsigned k = 0; k < w && k < 16; k++)
-        ck_assert_msg(!tt_tid_alive(atomic_load(&c.tid[k])),
+        ck_assert_msg(!th_tid_alive(atomic_load(&c.tid[k])),
                       "member %u (tid %d) still exists after tt_pool_destroy", k,
                       (int)atomic_load(&c.tid[k]));
     /* the members' exit is checked by tid where the test has them; the
      * joined host thread can still be listed in /proc for a moment */
-    ck_assert_int_eq(tt_wait_thread_count(before, 5), before);
+    ck_assert_int_eq(th_wait_thread_count(before, 5), before);
 #else
-    ck_assert_int_eq(tt_count_threads(), before);
+    ck_assert_int_eq(th_count_threads(), before);
     ck_rc(tt_pool_destroy(p), TT_OK);
 #endif
 }
@@ -627,7 +627,7 @@ static void on_start_rec(void *arg, unsigned member)
         return;
     }
     atomic_fetch_add(&c->per_index[member], 1);
-    atomic_store(&c->tid[member], tt_gettid());
+    atomic_store(&c->tid[member], th_gettid());
 }
 
 typedef struct on_start_job {
@@ -642,7 +642,7 @@ static void job_match_on_start(void *arg, unsigned i, tt_exec *child)
     (void)child;
     on_start_job *j = arg;
     unsigned k = 0;
-    if (!tt_pool_is_member(j->pool, &k) || k >= 32 || atomic_load(&j->c->tid[k]) != tt_gettid())
+    if (!tt_pool_is_member(j->pool, &k) || k >= 32 || atomic_load(&j->c->tid[k]) != th_gettid())
         atomic_fetch_add(&j->mismatch, 1);
 }
 
@@ -656,7 +656,7 @@ START_TEST(test_pool_on_start)
         ck_rc(tt_pool_attr_create(&a), TT_OK);
         ck_rc(tt_pool_attr_set_threads(a, widths[wi]), TT_OK);
         ck_rc(tt_pool_attr_set_on_start(a, on_start_rec, c), TT_OK);
-        ck_rc(tt_pool_attr_set_spin_polls(a, tt_test_spin_polls()), TT_OK);
+        ck_rc(tt_pool_attr_set_spin_polls(a, th_test_spin_polls()), TT_OK);
         tt_pool *p = NULL;
         ck_rc(tt_pool_create(&p, a), TT_OK);
         tt_pool_attr_destroy(a);
@@ -670,7 +670,7 @@ START_TEST(test_pool_on_start)
                 ck_assert_int_eq(atomic_load(&c->per_index[k]), 1);
                 for (unsigned j = 0; j < k; j++)
                     ck_assert_int_ne(atomic_load(&c->tid[j]), atomic_load(&c->tid[k]));
-                ck_assert_int_ne(atomic_load(&c->tid[k]), tt_gettid());
+                ck_assert_int_ne(atomic_load(&c->tid[k]), th_gettid());
             }
             /* member k of the pool is the thread whose hook got k */
             on_start_job j = {p, c, 0};
@@ -684,7 +684,7 @@ START_TEST(test_pool_on_start)
         ck_assert_int_eq(atomic_load(&c->work_before), 0);
         ck_rc(tt_pool_destroy(p), TT_OK);
         for (unsigned k = 0; k < w && w > 1; k++)
-            ck_assert_msg(!tt_tid_alive(atomic_load(&c->tid[k])),
+            ck_assert_msg(!th_tid_alive(atomic_load(&c->tid[k])),
                           "on_start thread %u still alive after tt_pool_destroy", k);
         free(c);
     }
@@ -718,12 +718,12 @@ START_TEST(test_pool_stack_size)
 {
     static const size_t sizes[] = {(size_t)256 << 10, (size_t)1 << 20, (size_t)24 << 20};
     for (size_t si = 0; si < TT_ARRAY_LEN(sizes); si++) {
-        int before = tt_count_threads_settled();
+        int before = th_count_threads_settled();
         tt_pool_attr *a = NULL;
         ck_rc(tt_pool_attr_create(&a), TT_OK);
         ck_rc(tt_pool_attr_set_threads(a, 2), TT_OK);
         ck_rc(tt_pool_attr_set_stack_size(a, sizes[si]), TT_OK);
-        ck_rc(tt_pool_attr_set_spin_polls(a, tt_test_spin_polls()), TT_OK);
+        ck_rc(tt_pool_attr_set_spin_polls(a, th_test_spin_polls()), TT_OK);
         tt_pool *p = NULL;
         ck_rc(tt_pool_create(&p, a), TT_OK);
         tt_pool_attr_destroy(a);
@@ -750,7 +750,7 @@ START_TEST(test_pool_stack_size)
         /* a stack size makes the members dedicated: joined by the destroy */
         /* the members' exit is checked by tid where the test has them; the
          * joined host thread can still be listed in /proc for a moment */
-        ck_assert_int_eq(tt_wait_thread_count(before, 5), before);
+        ck_assert_int_eq(th_wait_thread_count(before, 5), before);
     }
     /* A default pool's member 0 is the calling thread (participant 0 of its
      * own team's region): its stack is the caller's own. */
@@ -786,12 +786,12 @@ START_TEST(test_pool_qos)
     static const tt_qos qs[] = {TT_QOS_BACKGROUND, TT_QOS_UTILITY, TT_QOS_USER_INITIATED,
                                 TT_QOS_USER_INTERACTIVE};
     for (size_t i = 0; i < TT_ARRAY_LEN(qs); i++) {
-        int before = tt_count_threads_settled();
+        int before = th_count_threads_settled();
         tt_pool_attr *a = NULL;
         ck_rc(tt_pool_attr_create(&a), TT_OK);
         ck_rc(tt_pool_attr_set_threads(a, 2), TT_OK);
         ck_rc(tt_pool_attr_set_qos(a, qs[i]), TT_OK);
-        ck_rc(tt_pool_attr_set_spin_polls(a, tt_test_spin_polls()), TT_OK);
+        ck_rc(tt_pool_attr_set_spin_polls(a, th_test_spin_polls()), TT_OK);
         tt_pool *p = NULL;
         ck_rc(tt_pool_create(&p, a), TT_OK);
         tt_pool_attr_destroy(a);
@@ -804,7 +804,7 @@ START_TEST(test_pool_qos)
         /* a QoS makes the members dedicated: joined by the destroy */
         /* the members' exit is checked by tid where the test has them; the
          * joined host thread can still be listed in /proc for a moment */
-        ck_assert_int_eq(tt_wait_thread_count(before, 5), before);
+        ck_assert_int_eq(th_wait_thread_count(before, 5), before);
     }
 }
 END_TEST
@@ -812,18 +812,18 @@ END_TEST
 static Suite *attr_suite(void)
 {
     Suite *s = suite_create("attr");
-    TCase *tc = tt_tcase(s, "attributes", 10);
+    TCase *tc = th_tcase(s, "attributes", 10);
     tcase_add_test(tc, test_attr_defaults);
     tcase_add_test(tc, test_attr_round_trips);
     tcase_add_test(tc, test_attr_invalid);
-    tc = tt_tcase(s, "widths", 30);
+    tc = th_tcase(s, "widths", 30);
     tcase_add_test(tc, test_pool_width_zero_is_all_cpus);
     tcase_add_test(tc, test_pool_width_zero_ignores_narrowed_affinity);
     tcase_add_test(tc, test_pool_default_width_is_max_threads);
     tcase_add_test(tc, test_pool_absurd_widths);
     tcase_add_test(tc, test_pool_accessors);
     tcase_add_test(tc, test_pool_no_spin);
-    tc = tt_tcase(s, "dedicated", 60);
+    tc = th_tcase(s, "dedicated", 60);
     tcase_add_test(tc, test_pool_thread_names);
     tcase_add_test(tc, test_pool_on_start);
     tcase_add_test(tc, test_pool_stack_size);
@@ -831,4 +831,4 @@ static Suite *attr_suite(void)
     return s;
 }
 
-int main(void) { return tt_run_suite(attr_suite()); }
+int main(void) { return th_run_suite(attr_suite()); }

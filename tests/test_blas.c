@@ -184,8 +184,8 @@ static void mats_init(mats *m, int n, uint64_t seed)
     m->ref = malloc(sizeof(double) * (size_t)n * (size_t)n);
     ck_assert(m->a && m->b && m->c && m->ref);
     for (size_t i = 0; i < (size_t)n * (size_t)n; i++) {
-        m->a[i] = (double)(tt_rng_next(&seed) % 2001) / 1000.0 - 1.0;
-        m->b[i] = (double)(tt_rng_next(&seed) % 2001) / 1000.0 - 1.0;
+        m->a[i] = (double)(th_rng_next(&seed) % 2001) / 1000.0 - 1.0;
+        m->b[i] = (double)(th_rng_next(&seed) % 2001) / 1000.0 - 1.0;
         m->c[i] = -1.0;
     }
     /* The naive triple loop (row-major, i-k-j order) on every 16th row:
@@ -242,21 +242,21 @@ static double mats_error(const mats *m)
  * barrier (so all of them are in at once), and records its tid. Returns
  * the number of distinct tids; *team gets omp_get_num_threads(). (Named
  * ttomp_*: tests/tsan.supp.) */
-static int ttomp_user_region(tt_live *live, int *team)
+static int ttomp_user_region(th_live *live, int *team)
 {
     pid_t tids[64];
     int nt = 0;
 #pragma omp parallel
     {
-        tt_live_enter(live);
+        th_live_enter(live);
         int me = omp_get_thread_num();
 #pragma omp single
         nt = omp_get_num_threads();
         if (me < 64)
-            tids[me] = tt_gettid();
-        tt_spin_us(300);
+            tids[me] = th_gettid();
+        th_spin_us(300);
 #pragma omp barrier
-        tt_live_leave(live);
+        th_live_leave(live);
     }
     *team = nt;
     int distinct = 0;
@@ -278,7 +278,7 @@ typedef struct width_rec {
     unsigned width;
     int team, distinct, blas_threads, cpu_workers;
     uint64_t busiest_ns;
-    tt_live live;
+    th_live live;
 } width_rec;
 
 static void width_cb(void *arg, unsigned width)
@@ -299,14 +299,14 @@ static void width_cb(void *arg, unsigned width)
 START_TEST(test_blas_width)
 {
     ck_assert_int_eq(blas_get_parallel(), 2); /* configure checked it: the OpenMP build */
-    tt_pool *pool = tt_make_pool(2);
+    tt_pool *pool = th_make_pool(2);
     unsigned w = tt_pool_width(pool);
     mats m;
     mats_init(&m, 900, 11);
     width_rec r;
     memset(&r, 0, sizeof r);
     r.m = &m;
-    tt_live_init(&r.live);
+    th_live_init(&r.live);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, pool, w), TT_OK);
     ck_assert_int_eq(tt_external(&ex, width_cb, &r), TT_OK);
@@ -334,7 +334,7 @@ START_TEST(test_blas_width)
                   r.cpu_workers, w);
 #endif
     mats_free(&m);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -344,10 +344,10 @@ END_TEST
 
 typedef struct shared_rec {
     tt_pool *pool;
-    tt_live live;        /* threads in user code (callbacks and their regions) */
-    tt_tbarrier start;   /* the two roots start together */
-    tt_tbarrier done;    /* ... and stay alive until the CPU times are read */
-    tt_tbarrier leave;
+    th_live live;        /* threads in user code (callbacks and their regions) */
+    th_tbarrier start;   /* the two roots start together */
+    th_tbarrier done;    /* ... and stay alive until the CPU times are read */
+    th_tbarrier leave;
     _Atomic int bad_width, calls, bad_result, rc_bad;
     mats m[8];
 } shared_rec;
@@ -367,9 +367,9 @@ static void root_cb(void *arg, unsigned width)
         atomic_fetch_add(&s->bad_width, 1);
     int team;
     (void)ttomp_user_region(&s->live, &team);
-    tt_live_enter(&s->live); /* the callback's own thread, in the dgemm */
+    th_live_enter(&s->live); /* the callback's own thread, in the dgemm */
     mats_dgemm(&s->m[ra->idx]);
-    tt_live_leave(&s->live);
+    th_live_leave(&s->live);
     if (mats_error(&s->m[ra->idx]) > 1e-12)
         atomic_fetch_add(&s->bad_result, 1);
 }
@@ -378,14 +378,14 @@ static void *root_thread(void *arg)
 {
     root_arg *ra = arg;
     shared_rec *s = ra->s;
-    tt_tbarrier_wait(&s->start, tt_timeout(30));
+    th_tbarrier_wait(&s->start, th_timeout(30));
     for (int rep = 0; rep < 4; rep++) {
         tt_exec ex;
         if (tt_exec_init(&ex, s->pool, 1) != TT_OK || tt_external(&ex, root_cb, ra) != TT_OK)
             atomic_fetch_add(&s->rc_bad, 1);
     }
-    tt_tbarrier_wait(&s->done, tt_timeout(60));
-    tt_tbarrier_wait(&s->leave, tt_timeout(60));
+    th_tbarrier_wait(&s->done, th_timeout(60));
+    th_tbarrier_wait(&s->leave, th_timeout(60));
     return NULL;
 }
 
@@ -393,11 +393,11 @@ START_TEST(test_blas_two_roots)
 {
     shared_rec *s = calloc(1, sizeof *s);
     ck_assert_ptr_nonnull(s);
-    s->pool = tt_make_pool(2);
-    tt_live_init(&s->live);
-    tt_tbarrier_init(&s->start, 3);
-    tt_tbarrier_init(&s->done, 3);
-    tt_tbarrier_init(&s->leave, 3);
+    s->pool = th_make_pool(2);
+    th_live_init(&s->live);
+    th_tbarrier_init(&s->start, 3);
+    th_tbarrier_init(&s->done, 3);
+    th_tbarrier_init(&s->leave, 3);
     for (int i = 0; i < 2; i++)
         mats_init(&s->m[i], 500, 100 + (uint64_t)i);
     root_arg ra[2] = {{s, 0}, {s, 1}};
@@ -406,30 +406,30 @@ START_TEST(test_blas_two_roots)
         ck_assert_int_eq(pthread_create(&th[i], NULL, root_thread, &ra[i]), 0);
     cpu_snap a, b;
     cpu_snapshot(&a);
-    tt_tbarrier_wait(&s->start, tt_timeout(30));
-    tt_tbarrier_wait(&s->done, tt_timeout(60));
+    th_tbarrier_wait(&s->start, th_timeout(30));
+    th_tbarrier_wait(&s->done, th_timeout(60));
     cpu_snapshot(&b); /* the root threads are still alive: their times count */
-    tt_tbarrier_wait(&s->leave, tt_timeout(60));
+    th_tbarrier_wait(&s->leave, th_timeout(60));
     for (int i = 0; i < 2; i++)
         pthread_join(th[i], NULL);
     uint64_t busiest;
     int workers = cpu_workers(&a, &b, 5000000u, &busiest);
     printf("blas_two_roots: 2 roots of budget 1 on a pool of width 2: %d calls, most threads in "
            "user code at once %d, threads burning CPU %d (busiest %.1f ms)\n",
-           atomic_load(&s->calls), tt_live_max(&s->live), workers, busiest / 1e6);
+           atomic_load(&s->calls), th_live_max(&s->live), workers, busiest / 1e6);
     fflush(stdout);
     ck_assert_int_eq(atomic_load(&s->rc_bad), 0);
     ck_assert_int_eq(atomic_load(&s->calls), 8);
     ck_assert_int_eq(atomic_load(&s->bad_width), 0);
     ck_assert_int_eq(atomic_load(&s->bad_result), 0);
-    ck_assert_int_le(tt_live_max(&s->live), 2);
+    ck_assert_int_le(th_live_max(&s->live), 2);
     ck_assert_int_le(workers, 2);
     for (int i = 0; i < 2; i++)
         mats_free(&s->m[i]);
-    tt_tbarrier_destroy(&s->start);
-    tt_tbarrier_destroy(&s->done);
-    tt_tbarrier_destroy(&s->leave);
-    tt_free_pool(s->pool);
+    th_tbarrier_destroy(&s->start);
+    th_tbarrier_destroy(&s->done);
+    th_tbarrier_destroy(&s->leave);
+    th_free_pool(s->pool);
     free(s);
 }
 END_TEST
@@ -457,9 +457,9 @@ static void fork_ext_cb(void *arg, unsigned width)
     (void)ttomp_user_region(&s->live, &team);
     if (team != (int)width)
         atomic_fetch_add(&s->bad_width, 1);
-    tt_live_enter(&s->live);
+    th_live_enter(&s->live);
     mats_dgemm(&s->m[ra->idx]);
-    tt_live_leave(&s->live);
+    th_live_leave(&s->live);
     atomic_store(&f->blas_threads[ra->idx], blas_get_num_threads());
     if (mats_error(&s->m[ra->idx]) > 1e-12)
         atomic_fetch_add(&s->bad_result, 1);
@@ -481,8 +481,8 @@ START_TEST(test_blas_fork)
     shared_rec *s = calloc(1, sizeof *s);
     ck_assert(f && s);
     f->s = s;
-    s->pool = tt_make_pool(width);
-    tt_live_init(&s->live);
+    s->pool = th_make_pool(width);
+    th_live_init(&s->live);
     for (unsigned i = 0; i < jobs; i++) {
         mats_init(&s->m[i], 700, 200 + (uint64_t)i);
         f->ra[i].s = s;
@@ -499,7 +499,7 @@ START_TEST(test_blas_fork)
     int workers = cpu_workers(&a, &b, 5000000u, &busiest);
     printf("blas_fork: budget %u, %u jobs: shares sum %u, most threads in user code at once %d, "
            "threads burning CPU %d (busiest %.1f ms), OpenBLAS threads per job %d %d\n",
-           budget, jobs, atomic_load(&f->width_sum), tt_live_max(&s->live), workers,
+           budget, jobs, atomic_load(&f->width_sum), th_live_max(&s->live), workers,
            busiest / 1e6, atomic_load(&f->blas_threads[0]), atomic_load(&f->blas_threads[1]));
     fflush(stdout);
     ck_assert_int_eq(atomic_load(&f->ext_bad), 0);
@@ -507,13 +507,13 @@ START_TEST(test_blas_fork)
     ck_assert_uint_eq(atomic_load(&f->width_sum), budget);
     ck_assert_int_eq(atomic_load(&s->bad_width), 0);
     ck_assert_int_eq(atomic_load(&s->bad_result), 0);
-    ck_assert_int_le(tt_live_max(&s->live), (int)budget);
+    ck_assert_int_le(th_live_max(&s->live), (int)budget);
     ck_assert_int_le(workers, (int)budget);
     for (unsigned i = 0; i < jobs; i++)
         ck_assert_int_le(atomic_load(&f->blas_threads[i]), (int)(budget / jobs));
     for (unsigned i = 0; i < jobs; i++)
         mats_free(&s->m[i]);
-    tt_free_pool(s->pool);
+    th_free_pool(s->pool);
     free(s);
     free(f);
 }
@@ -532,7 +532,7 @@ START_TEST(test_blas_pool_create)
     ck_assert_msg(rc == TT_OK,
                   "tt_pool_create(NULL attr) with OpenBLAS linked, RLIMIT_NPROC %s: %s",
                   rl.rlim_cur == RLIM_INFINITY ? "unlimited" : "finite", tt_status_name(rc));
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 #endif
@@ -540,7 +540,7 @@ END_TEST
 static Suite *blas_suite(void)
 {
     Suite *s = suite_create("blas");
-    TCase *tc = tt_tcase(s, "openblas", 120);
+    TCase *tc = th_tcase(s, "openblas", 120);
 #ifdef TT_BLAS_CORE
     /* test_blas_core: the checks that the 0.1.0 private-crew core failed
      * (test_blas_two_roots and test_blas_fork run in test_blas only). */
@@ -558,7 +558,7 @@ int main(void)
 {
     if (!blas_load())
         return 1;
-    return tt_run_suite(blas_suite());
+    return th_run_suite(blas_suite());
 }
 
 #endif

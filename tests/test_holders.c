@@ -14,7 +14,7 @@
  *  - tt_can_broadcast says what tt_broadcast then does, in every such
  *    place and inside a full-width external's callee.
  *
- * A deadlock fails through the tcase timeout (tt_tcase's watchdog). In the
+ * A deadlock fails through the tcase timeout (th_tcase's watchdog). In the
  * serial build every pool has width 1 and every entry runs inline: the
  * same calls must all run.
  */
@@ -163,20 +163,20 @@ static void run_scope(probe *p, unsigned budget)
 START_TEST(scope_on_dedicated_pool)
 {
     probe p = {.pool = waiting_pool(2, "tt-hold")};
-    for (unsigned it = 0; it < tt_iters(20); it++)
+    for (unsigned it = 0; it < th_iters(20); it++)
         run_scope(&p, 2);
-    tt_assert_no_failures();
-    tt_free_pool(p.pool);
+    th_assert_no_failures();
+    th_free_pool(p.pool);
 }
 END_TEST
 
 START_TEST(scope_on_default_pool)
 {
     probe p = {.pool = waiting_pool(2, NULL)};
-    for (unsigned it = 0; it < tt_iters(20); it++)
+    for (unsigned it = 0; it < th_iters(20); it++)
         run_scope(&p, 2);
-    tt_assert_no_failures();
-    tt_free_pool(p.pool);
+    th_assert_no_failures();
+    th_free_pool(p.pool);
 }
 END_TEST
 
@@ -194,15 +194,15 @@ static void ttomp_scope_in_app_region(probe *p)
 START_TEST(scope_from_app_region)
 {
     probe p = {.pool = waiting_pool(2, NULL)};
-    for (unsigned it = 0; it < tt_iters(20); it++) {
+    for (unsigned it = 0; it < th_iters(20); it++) {
 #if TT_PARALLEL_ENABLED
         ttomp_scope_in_app_region(&p);
 #else
         run_scope(&p, 2);
 #endif
     }
-    tt_assert_no_failures();
-    tt_free_pool(p.pool);
+    th_assert_no_failures();
+    th_free_pool(p.pool);
 }
 END_TEST
 
@@ -220,13 +220,13 @@ START_TEST(reborrowed_scope_token)
 {
     for (int dedicated = 0; dedicated <= 1; dedicated++) {
         probe p = {.pool = waiting_pool(2, dedicated ? "tt-hold" : NULL)};
-        for (unsigned it = 0; it < tt_iters(10); it++) {
+        for (unsigned it = 0; it < th_iters(10); it++) {
             tt_exec ex;
             ck_assert_int_eq(tt_exec_init(&ex, p.pool, 2), TT_OK);
             ck_assert_int_eq(tt_team_scope(&ex, scope_reborrows, &p), TT_OK);
         }
-        tt_assert_no_failures();
-        tt_free_pool(p.pool);
+        th_assert_no_failures();
+        th_free_pool(p.pool);
     }
 }
 END_TEST
@@ -237,7 +237,7 @@ START_TEST(persistent_team_leader)
         probe p = {.pool = waiting_pool(2, dedicated ? "tt-hold" : NULL)};
         tt_team *team = NULL;
         ck_assert_int_eq(tt_pool_into_team(p.pool, tt_pool_width(p.pool), &team), TT_OK);
-        for (unsigned it = 0; it < tt_iters(10); it++) {
+        for (unsigned it = 0; it < th_iters(10); it++) {
             tt_exec ex;
             ck_assert_int_eq(tt_team_lead(team, 2, &ex), TT_OK);
             /* The leader holds the team's slots between its entries too. */
@@ -245,8 +245,8 @@ START_TEST(persistent_team_leader)
             ck_assert_int_eq(tt_team_scope(&ex, scope_uses_pool, &p), TT_OK);
         }
         ck_assert_ptr_eq(tt_team_into_pool(team), p.pool);
-        tt_assert_no_failures();
-        tt_free_pool(p.pool);
+        th_assert_no_failures();
+        th_free_pool(p.pool);
     }
 }
 END_TEST
@@ -300,13 +300,13 @@ START_TEST(external_on_scope_token)
 {
     for (int dedicated = 0; dedicated <= 1; dedicated++) {
         probe p = {.pool = waiting_pool(2, dedicated ? "tt-hold" : NULL)};
-        for (unsigned it = 0; it < tt_iters(20); it++) {
+        for (unsigned it = 0; it < th_iters(20); it++) {
             tt_exec ex;
             ck_assert_int_eq(tt_exec_init(&ex, p.pool, 2), TT_OK);
             ck_assert_int_eq(tt_team_scope(&ex, scope_external, &p), TT_OK);
         }
-        tt_assert_no_failures();
-        tt_free_pool(p.pool);
+        th_assert_no_failures();
+        th_free_pool(p.pool);
     }
 }
 END_TEST
@@ -317,14 +317,14 @@ START_TEST(external_on_lead_token)
         probe p = {.pool = waiting_pool(2, dedicated ? "tt-hold" : NULL)};
         tt_team *team = NULL;
         ck_assert_int_eq(tt_pool_into_team(p.pool, tt_pool_width(p.pool), &team), TT_OK);
-        for (unsigned it = 0; it < tt_iters(20); it++) {
+        for (unsigned it = 0; it < th_iters(20); it++) {
             tt_exec ex;
             ck_assert_int_eq(tt_team_lead(team, 2, &ex), TT_OK);
             ck_assert_int_eq(tt_external(&ex, callee, &p), TT_OK);
         }
         ck_assert_ptr_eq(tt_team_into_pool(team), p.pool);
-        tt_assert_no_failures();
-        tt_free_pool(p.pool);
+        th_assert_no_failures();
+        th_free_pool(p.pool);
     }
 }
 END_TEST
@@ -337,13 +337,13 @@ START_TEST(can_broadcast_in_full_width_callee)
 {
     for (int dedicated = 0; dedicated <= 1; dedicated++) {
         probe p = {.pool = waiting_pool(2, dedicated ? "tt-hold" : NULL)};
-        for (unsigned it = 0; it < tt_iters(20); it++) {
+        for (unsigned it = 0; it < th_iters(20); it++) {
             tt_exec ex;
             ck_assert_int_eq(tt_exec_init(&ex, p.pool, tt_pool_width(p.pool)), TT_OK);
             ck_assert_int_eq(tt_external(&ex, callee, &p), TT_OK);
         }
-        tt_assert_no_failures();
-        tt_free_pool(p.pool);
+        th_assert_no_failures();
+        th_free_pool(p.pool);
     }
 }
 END_TEST
@@ -354,7 +354,7 @@ END_TEST
 
 typedef struct member_scope {
     tt_pool *pool;
-    tt_tbarrier bar;
+    th_tbarrier bar;
     _Atomic int refused, ran;
     _Atomic uint64_t worst_ns;
 } member_scope;
@@ -365,12 +365,12 @@ static void member_scope_job(void *arg, unsigned i, tt_exec *child)
     (void)child;
     member_scope *m = arg;
     /* Both jobs run at once, each on a member holding its slot. */
-    TT_CHECK(tt_tbarrier_wait(&m->bar, 20) >= 0, "barrier");
+    TT_CHECK(th_tbarrier_wait(&m->bar, 20) >= 0, "barrier");
     tt_exec ex;
     TT_CHECK(tt_exec_init(&ex, m->pool, 2) == TT_OK, "init");
-    uint64_t t0 = tt_now_ns();
+    uint64_t t0 = th_now_ns();
     int rc = tt_team_scope(&ex, scope_noop, &(probe){0});
-    uint64_t dt = tt_now_ns() - t0;
+    uint64_t dt = th_now_ns() - t0;
     if (rc == TT_REFUSED_UNAVAILABLE) {
         atomic_fetch_add(&m->refused, 1);
         tt_exec_finish(&ex);
@@ -381,29 +381,29 @@ static void member_scope_job(void *arg, unsigned i, tt_exec *child)
     uint64_t w = atomic_load(&m->worst_ns);
     while (dt > w && !atomic_compare_exchange_weak(&m->worst_ns, &w, dt))
         ;
-    TT_CHECK(tt_tbarrier_wait(&m->bar, 20) >= 0, "barrier");
+    TT_CHECK(th_tbarrier_wait(&m->bar, 20) >= 0, "barrier");
 }
 
 START_TEST(member_scope_refused_at_once)
 {
-    if (tt_expect_width(2) < 2)
+    if (th_expect_width(2) < 2)
         return; /* the serial build: no members */
     for (int dedicated = 0; dedicated <= 1; dedicated++) {
         /* An acquire timeout of 10 s: a member that waited for it would
          * show in the time its refusal took. */
         member_scope m = {.pool = TT_TEST_POOL(.width = 2, .acquire_ns = 10000000000ull,
                                                .name = dedicated ? "tt-hold" : NULL)};
-        for (unsigned it = 0; it < tt_iters(10); it++) {
-            tt_tbarrier_init(&m.bar, 2);
+        for (unsigned it = 0; it < th_iters(10); it++) {
+            th_tbarrier_init(&m.bar, 2);
             tt_exec ex;
             ck_assert_int_eq(tt_exec_init(&ex, m.pool, 2), TT_OK);
             ck_assert_int_eq(tt_fork(&ex, 2, member_scope_job, &m), TT_OK);
-            tt_tbarrier_destroy(&m.bar);
+            th_tbarrier_destroy(&m.bar);
         }
-        tt_assert_no_failures();
+        th_assert_no_failures();
         ck_assert_int_eq(atomic_load(&m.ran), 0);
         ck_assert_uint_lt(atomic_load(&m.worst_ns), 1000000000ull);
-        tt_free_pool(m.pool);
+        th_free_pool(m.pool);
     }
 }
 END_TEST
@@ -411,20 +411,20 @@ END_TEST
 static Suite *holders_suite(void)
 {
     Suite *s = suite_create("holders");
-    TCase *tc = tt_tcase(s, "scope_leaders", 30);
+    TCase *tc = th_tcase(s, "scope_leaders", 30);
     tcase_add_test(tc, scope_on_dedicated_pool);
     tcase_add_test(tc, scope_on_default_pool);
     tcase_add_test(tc, scope_from_app_region);
     tcase_add_test(tc, reborrowed_scope_token);
     tcase_add_test(tc, persistent_team_leader);
-    tc = tt_tcase(s, "team_externals", 30);
+    tc = th_tcase(s, "team_externals", 30);
     tcase_add_test(tc, external_on_scope_token);
     tcase_add_test(tc, external_on_lead_token);
-    tc = tt_tcase(s, "broadcast_rule", 30);
+    tc = th_tcase(s, "broadcast_rule", 30);
     tcase_add_test(tc, can_broadcast_in_full_width_callee);
-    tc = tt_tcase(s, "member_scope", 60);
+    tc = th_tcase(s, "member_scope", 60);
     tcase_add_test(tc, member_scope_refused_at_once);
     return s;
 }
 
-int main(void) { return tt_run_suite(holders_suite()); }
+int main(void) { return th_run_suite(holders_suite()); }

@@ -23,7 +23,7 @@ static tt_pool *inline_pool(bool iso)
     tt_pool_attr *a = NULL;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, tt_test_spin_polls()), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, th_test_spin_polls()), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_isolate_shares(a, iso), TT_OK);
     tt_pool *p = NULL;
     ck_assert_int_eq(tt_pool_create(&p, a), TT_OK);
@@ -123,7 +123,7 @@ START_TEST(test_inline_deep_omp_free)
     size_t per = deep_on_thread(p, DEEP_LEVELS);
     printf("inline fork, OpenMP-free pool: %zu bytes of stack a level\n", per);
     ck_assert_msg(per <= 384, "%zu bytes of stack a level", per);
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -136,7 +136,7 @@ START_TEST(test_inline_deep_isolated)
     size_t per = deep_on_thread(p, DEEP_LEVELS);
     printf("inline fork, isolated pool: %zu bytes of stack a level\n", per);
     ck_assert_msg(per * DEEP_LEVELS < DEEP_STACK / 8 * 7, "%zu bytes of stack a level", per);
-    tt_free_pool(p);
+    th_free_pool(p);
     per = deep_on_thread(NULL, DEEP_LEVELS);
     printf("inline fork, serial token: %zu bytes of stack a level\n", per);
     ck_assert_msg(per * DEEP_LEVELS < DEEP_STACK / 8 * 7, "%zu bytes of stack a level", per);
@@ -290,7 +290,7 @@ START_TEST(test_inline_contracts)
     for (int iso = 0; iso < 2; iso++) {
         tt_pool *p = inline_pool(iso != 0);
         check_contracts(p, false);
-        tt_free_pool(p);
+        th_free_pool(p);
     }
 }
 END_TEST
@@ -387,7 +387,7 @@ START_TEST(test_inline_isolated_contract)
                           k);
         }
     }
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 #endif /* _OPENMP */
@@ -396,7 +396,7 @@ static Suite *inline_suite(void)
 {
     Suite *s = suite_create("inline");
     TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, tt_timeout(60));
+    tcase_set_timeout(tc, th_timeout(60));
     tcase_add_test(tc, test_inline_deep_omp_free);
     tcase_add_test(tc, test_inline_deep_isolated);
     tcase_add_test(tc, test_inline_contracts);
@@ -408,4 +408,4 @@ static Suite *inline_suite(void)
     return s;
 }
 
-int main(void) { return tt_run_suite(inline_suite()); }
+int main(void) { return th_run_suite(inline_suite()); }

@@ -66,7 +66,7 @@ static void expect(const char *what)
 static tt_pool *last_pool;
 static tt__exec *token(tt_exec *ex)
 {
-    last_pool = tt_make_pool(2);
+    last_pool = th_make_pool(2);
     ck_assert_int_eq(tt_exec_init(ex, last_pool, 2), TT_OK);
     return tt__x(ex);
 }
@@ -92,7 +92,7 @@ START_TEST(entry_in_order_does_not_fire)
     tt__join_init(&j, 1);
     tt__join_done(&j, NULL);
     tt__join_wait(&j, &(tt__wait_policy){.spin_polls = 1}, NULL);
-    tt_free_pool(last_pool);
+    th_free_pool(last_pool);
 }
 END_TEST
 
@@ -151,7 +151,7 @@ END_TEST
 
 START_TEST(pool_entry_end_without_begin)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     expect("pool entry count: an entry ended that never began");
     tt__pool_entry_end(p);
 }
@@ -185,5 +185,5 @@ int main(void)
     if (!forking)
         printf("test_invariants: CK_FORK=no: only the control case runs (each other case "
                "ends its process on purpose)\n");
-    return tt_run_suite(invariant_suite(forking));
+    return th_run_suite(invariant_suite(forking));
 }

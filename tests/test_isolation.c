@@ -39,7 +39,7 @@
 #endif
 
 typedef struct probe_stats {
-    tt_live live;            /* threads in user code at once               */
+    th_live live;            /* threads in user code at once               */
     _Atomic unsigned probes; /* probe() calls completed                    */
     _Atomic unsigned late;   /* tasks a probe left for the share's end     */
     _Atomic unsigned bad;    /* violations seen                            */
@@ -62,7 +62,7 @@ static TT_TEST_UNUSED void bad(probe_stats *P, const char *fmt, unsigned a, unsi
 static void probe_init(probe_stats *P)
 {
     memset(P, 0, sizeof *P);
-    tt_live_init(&P->live);
+    th_live_init(&P->live);
 }
 
 #ifdef _OPENMP
@@ -73,7 +73,7 @@ static void ws_for_static(_Atomic unsigned *n, pid_t me, _Atomic unsigned *forei
 #pragma omp for schedule(static)
     for (int i = 0; i < 1000; i++) {
         atomic_fetch_add(n, 1);
-        if (tt_gettid() != me)
+        if (th_gettid() != me)
             atomic_fetch_add(foreign, 1);
     }
 }
@@ -83,7 +83,7 @@ static void ws_for_dynamic(_Atomic unsigned *n, pid_t me, _Atomic unsigned *fore
 #pragma omp for schedule(dynamic, 7)
     for (int i = 0; i < 1000; i++) {
         atomic_fetch_add(n, 1);
-        if (tt_gettid() != me)
+        if (th_gettid() != me)
             atomic_fetch_add(foreign, 1);
     }
 }
@@ -93,7 +93,7 @@ static void ws_for_guided(_Atomic unsigned *n, pid_t me, _Atomic unsigned *forei
 #pragma omp for schedule(guided) nowait
     for (int i = 0; i < 1000; i++) {
         atomic_fetch_add(n, 1);
-        if (tt_gettid() != me)
+        if (th_gettid() != me)
             atomic_fetch_add(foreign, 1);
     }
 #pragma omp barrier
@@ -114,13 +114,13 @@ static void ws_single_sections(_Atomic unsigned *n)
 
 static void task_body(probe_stats *P, _Atomic unsigned *n, pid_t me)
 {
-    int live = tt_live_enter(&P->live);
+    int live = th_live_enter(&P->live);
     (void)live;
     atomic_fetch_add(n, 1);
-    if (tt_gettid() != me)
-        bad(P, "a task ran on another thread (%u, %u)", (unsigned)tt_gettid(), (unsigned)me);
-    tt_spin_us(20);
-    tt_live_leave(&P->live);
+    if (th_gettid() != me)
+        bad(P, "a task ran on another thread (%u, %u)", (unsigned)th_gettid(), (unsigned)me);
+    th_spin_us(20);
+    th_live_leave(&P->live);
 }
 
 static void ws_tasks(probe_stats *P, _Atomic unsigned *n, pid_t me)
@@ -148,7 +148,7 @@ static void leave_late_tasks(_Atomic unsigned *ran, unsigned us)
     for (int i = 0; i < LATE_TASKS; i++) {
 #pragma omp task firstprivate(ran, us)
         {
-            tt_spin_us(us);
+            th_spin_us(us);
             atomic_fetch_add(ran, 1);
         }
     }
@@ -158,9 +158,9 @@ static void leave_late_tasks(_Atomic unsigned *ran, unsigned us)
 /* Everything an OpenMP kernel may do, from user code in a share. */
 static void probe(probe_stats *P)
 {
-    tt_live_enter(&P->live);
+    th_live_enter(&P->live);
 #ifdef _OPENMP
-    pid_t me = tt_gettid();
+    pid_t me = th_gettid();
     int nt = omp_get_num_threads(), tn = omp_get_thread_num();
     if (nt != 1 || tn != 0) {
         bad(P, "omp_get_num_threads %u, omp_get_thread_num %u in a share", (unsigned)nt,
@@ -185,9 +185,9 @@ static void probe(probe_stats *P)
         if (n != 111)
             bad(P, "single + sections counted %u, want %u", n, 111);
         n = 0;
-        tt_live_leave(&P->live); /* the tasks count themselves */
+        th_live_leave(&P->live); /* the tasks count themselves */
         ws_tasks(P, &n, me);
-        tt_live_enter(&P->live);
+        th_live_enter(&P->live);
         if (n != 48)
             bad(P, "tasks ran %u of %u", n, 48);
     }
@@ -212,7 +212,7 @@ static void probe(probe_stats *P)
      * the count right after it). */
     leave_late_tasks(&P->late, 20);
 #endif
-    tt_live_leave(&P->live);
+    th_live_leave(&P->live);
     atomic_fetch_add(&P->probes, 1);
 }
 
@@ -382,7 +382,7 @@ static void run_all_kinds(matrix_case *mc)
         bool refused_ok = k == K_BCAST && rc == TT_REFUSED_UNAVAILABLE;
         unsigned cap = k == K_SERIAL || k == K_INLINE_B1 || k == K_EXT_B1
                            ? 1
-                           : tt_expect_budget(tt_pool_width(mc->pool), mc->budget);
+                           : th_expect_budget(tt_pool_width(mc->pool), mc->budget);
         if (!refused_ok && rc != TT_OK) {
             TT_CHECK(0, "%s, width %u budget %u, %s: rc %s", mc->path, tt_pool_width(mc->pool),
                      mc->budget, kind_name[k], tt_status_name(rc));
@@ -398,12 +398,12 @@ static void run_all_kinds(matrix_case *mc)
             mc->failures++;
         }
 #endif
-        if (atomic_load(&P.bad) || (unsigned)tt_live_max(&P.live) > cap ||
+        if (atomic_load(&P.bad) || (unsigned)th_live_max(&P.live) > cap ||
             (!refused_ok && atomic_load(&P.probes) == 0)) {
             TT_CHECK(0, "%s, width %u budget %u, %s: %u violations (%s), %d threads in user code "
                         "(budget %u), %u probes",
                      mc->path, tt_pool_width(mc->pool), mc->budget, kind_name[k],
-                     atomic_load(&P.bad), P.what, tt_live_max(&P.live), cap,
+                     atomic_load(&P.bad), P.what, th_live_max(&P.live), cap,
                      atomic_load(&P.probes));
             mc->failures++;
         }
@@ -451,7 +451,7 @@ START_TEST(test_matrix_callers_team)
             run_all_kinds(&mc);
             ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
         }
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -467,7 +467,7 @@ START_TEST(test_matrix_plain_pthread)
         pthread_join(t, NULL);
         ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
     }
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -480,7 +480,7 @@ START_TEST(test_matrix_dedicated_pool)
         run_all_kinds(&mc);
         ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
     }
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -497,7 +497,7 @@ START_TEST(test_matrix_inside_application_region)
         run_all_kinds(&mc);
     }
     ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
-    tt_assert_no_failures();
+    th_assert_no_failures();
 #endif
 }
 END_TEST
@@ -509,14 +509,14 @@ START_TEST(test_matrix_width1_pool)
     matrix_case mc = {.pool = p, .budget = 1, .path = "width-1 pool"};
     run_all_kinds(&mc);
     ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
 START_TEST(test_matrix_persistent_team)
 {
     enable_nesting();
-    unsigned w = tt_expect_width(4);
+    unsigned w = th_expect_width(4);
     tt_pool *p = make_pool(4, false);
     tt_team *team;
     ck_assert_int_eq(tt_pool_into_team(p, w, &team), TT_OK);
@@ -531,12 +531,12 @@ START_TEST(test_matrix_persistent_team)
         ck_assert_msg(rc == TT_OK, "team entry %d: %s", k, tt_strerror(rc));
         ck_assert_msg(atomic_load(&P.bad) == 0, "team entry %d: %u violations (%s)", k,
                       atomic_load(&P.bad), P.what);
-        ck_assert_int_le(tt_live_max(&P.live), (int)w);
+        ck_assert_int_le(th_live_max(&P.live), (int)w);
         ck_assert_uint_gt(atomic_load(&P.probes), 0);
     }
     p = tt_team_into_pool(team);
     ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -591,7 +591,7 @@ static void ttomp_spmd_scope(void *arg, tt_scope *scope)
 
 START_TEST(test_full_width_section_is_the_team)
 {
-    unsigned w = tt_expect_width(2);
+    unsigned w = th_expect_width(2);
     tt_pool *p = make_pool(2, false);
     spmd *S = calloc(1, sizeof *S);
     tt_exec ex;
@@ -604,7 +604,7 @@ START_TEST(test_full_width_section_is_the_team)
     ck_assert(S->sum == 499500.0);
     free(S);
     ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -622,9 +622,9 @@ static TT_TEST_UNUSED void count_job(void *arg, unsigned i, tt_exec *child)
     (void)i;
     (void)child;
     probe_stats *P = arg;
-    tt_live_enter(&P->live);
-    tt_spin_us(20);
-    tt_live_leave(&P->live);
+    th_live_enter(&P->live);
+    th_spin_us(20);
+    th_live_leave(&P->live);
     atomic_fetch_add(&P->probes, 1);
 }
 
@@ -639,12 +639,12 @@ static void task_root_job(void *arg, unsigned i, tt_exec *child)
     (void)child;
     task_root *T = arg;
 #ifdef _OPENMP
-    pid_t me = tt_gettid();
+    pid_t me = th_gettid();
     for (int k = 0; k < 4; k++) {
 #pragma omp task shared(T, me)
         {
-            if (tt_gettid() != me)
-                bad(&T->P, "a task ran on thread %u, not the share's %u", (unsigned)tt_gettid(),
+            if (th_gettid() != me)
+                bad(&T->P, "a task ran on thread %u, not the share's %u", (unsigned)th_gettid(),
                     (unsigned)me);
             tt_exec ex;
             int rc = tt_exec_init(&ex, T->pool, tt_pool_width(T->pool));
@@ -677,10 +677,10 @@ START_TEST(test_task_enters_same_pool)
 #ifdef _OPENMP
         ck_assert_uint_eq(atomic_load(&T.P.probes), 10 * 2 * 4 * 2);
 #endif
-        ck_assert_int_le(tt_live_max(&T.P.live), 2);
+        ck_assert_int_le(th_live_max(&T.P.live), 2);
         ck_assert_int_eq(tt_pool_destroy(T.pool), TT_OK);
     }
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -834,7 +834,7 @@ START_TEST(test_entries_complete_their_tasks)
         }
         ck_assert_int_eq(tt_pool_destroy(pool), TT_OK);
     }
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -920,7 +920,7 @@ START_TEST(test_region_team_mixed_commands)
         }
         ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
     }
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -1175,7 +1175,7 @@ START_TEST(test_share_icvs_stay_in_the_share)
     ck_assert_int_eq(tt_fork(&ex, 2, icv_nested_job, NULL), TT_OK);
     ck_assert_int_eq(tt_pool_destroy(dedicated), TT_OK);
     ck_assert_int_eq(tt_pool_destroy(region), TT_OK);
-    tt_assert_no_failures();
+    th_assert_no_failures();
 #endif
 }
 END_TEST
@@ -1183,7 +1183,7 @@ END_TEST
 static Suite *isolation_suite(void)
 {
     Suite *s = suite_create("isolation");
-    TCase *tc = tt_tcase(s, "core", 120);
+    TCase *tc = th_tcase(s, "core", 120);
     tcase_add_test(tc, test_matrix_callers_team);
     tcase_add_test(tc, test_matrix_plain_pthread);
     tcase_add_test(tc, test_matrix_dedicated_pool);
@@ -1200,4 +1200,4 @@ static Suite *isolation_suite(void)
     return s;
 }
 
-int main(void) { return tt_run_suite(isolation_suite()); }
+int main(void) { return th_run_suite(isolation_suite()); }

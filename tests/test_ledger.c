@@ -34,7 +34,7 @@ typedef struct tree {
     tt_pool *pool;
     unsigned budget; /* the root's, after the clamp */
     uint64_t seed;
-    tt_live live;
+    th_live live;
     _Atomic int nodes;
     _Atomic int rc_bad;
     _Atomic int first_bad_rc;
@@ -51,7 +51,7 @@ static void note_rc(tree *t, int rc, const char *what)
     if (rc != TT_OK) {
         if (atomic_fetch_add(&t->rc_bad, 1) == 0) {
             atomic_store(&t->first_bad_rc, rc);
-            tt_note_failure(__FILE__, __LINE__, "seed 0x%llx: %s returned %s",
+            th_note_failure(__FILE__, __LINE__, "seed 0x%llx: %s returned %s",
                             (unsigned long long)t->seed, what, tt_status_name(rc));
         }
     }
@@ -62,24 +62,24 @@ static void tree_job(void *arg, unsigned i, tt_exec *child);
 static void leaf_work(tree *t, uint64_t s)
 {
     atomic_fetch_add(&t->nodes, 1);
-    tt_spin_us(1 + (unsigned)(s % 3));
+    th_spin_us(1 + (unsigned)(s % 3));
 }
 
 static void tree_body(void *arg, size_t b, size_t e)
 {
     (void)e;
     node *n = arg;
-    tt_live_enter(&n->t->live);
-    leaf_work(n->t, tt_seed_child(n->seed, b));
-    tt_live_leave(&n->t->live);
+    th_live_enter(&n->t->live);
+    leaf_work(n->t, th_seed_child(n->seed, b));
+    th_live_leave(&n->t->live);
 }
 
 static void tree_bcast(void *arg, unsigned i)
 {
     node *n = arg;
-    tt_live_enter(&n->t->live);
-    leaf_work(n->t, tt_seed_child(n->seed, i));
-    tt_live_leave(&n->t->live);
+    th_live_enter(&n->t->live);
+    leaf_work(n->t, th_seed_child(n->seed, i));
+    th_live_leave(&n->t->live);
 }
 
 #if TT_TREE_OMP
@@ -90,9 +90,9 @@ static void ttomp_tree_region(node *n, unsigned width)
 {
 #pragma omp parallel num_threads(width)
     {
-        tt_live_enter(&n->t->live);
-        leaf_work(n->t, tt_seed_child(n->seed, (uint64_t)omp_get_thread_num()));
-        tt_live_leave(&n->t->live);
+        th_live_enter(&n->t->live);
+        leaf_work(n->t, th_seed_child(n->seed, (uint64_t)omp_get_thread_num()));
+        th_live_leave(&n->t->live);
     }
 }
 #endif
@@ -105,9 +105,9 @@ static void tree_ext(void *arg, unsigned width)
     ttomp_tree_region(n, width);
 #else
     for (unsigned k = 0; k < width; k++) {
-        tt_live_enter(&n->t->live);
-        leaf_work(n->t, tt_seed_child(n->seed, k));
-        tt_live_leave(&n->t->live);
+        th_live_enter(&n->t->live);
+        leaf_work(n->t, th_seed_child(n->seed, k));
+        th_live_leave(&n->t->live);
     }
 #endif
 }
@@ -116,28 +116,28 @@ static void tree_ext(void *arg, unsigned width)
  * to the children (seed and depth set by the caller). */
 static void random_entry(tree *t, tt_exec *ex, uint64_t *s, node *kids, bool may_broadcast)
 {
-    unsigned op = tt_rng_below(s, may_broadcast ? 6 : 5);
+    unsigned op = th_rng_below(s, may_broadcast ? 6 : 5);
     tt_exec r, *use = ex;
     /* sometimes through a reborrow, sometimes narrowed */
-    unsigned how = tt_rng_below(s, 4);
+    unsigned how = th_rng_below(s, 4);
     if (how >= 1) {
         tt_exec_reborrow(ex, &r);
         use = &r;
     }
     if (how >= 2) {
-        unsigned lim = 1 + tt_rng_below(s, 8);
+        unsigned lim = 1 + th_rng_below(s, 8);
         tt_exec_limit(use, lim);
     }
     switch (op) {
     case 0:
     case 1: {
-        unsigned jobs = 1 + tt_rng_below(s, 5);
+        unsigned jobs = 1 + th_rng_below(s, 5);
         note_rc(t, tt_fork(use, jobs, tree_job, kids), "tt_fork");
         break;
     }
     case 2: {
-        size_t len = tt_rng_below(s, 41);
-        size_t grain = 1 + tt_rng_below(s, 8);
+        size_t len = th_rng_below(s, 41);
+        size_t grain = 1 + th_rng_below(s, 8);
         note_rc(t, tt_for_ranges(use, len, grain, tree_body, kids), "tt_for_ranges");
         break;
     }
@@ -148,9 +148,9 @@ static void random_entry(tree *t, tt_exec *ex, uint64_t *s, node *kids, bool may
         /* two phases on reborrows, then the parent itself */
         tt_exec a;
         tt_exec_reborrow(use, &a);
-        note_rc(t, tt_fork(&a, 1 + tt_rng_below(s, 3), tree_job, kids), "tt_fork (phase 1)");
+        note_rc(t, tt_fork(&a, 1 + th_rng_below(s, 3), tree_job, kids), "tt_fork (phase 1)");
         tt_exec_reborrow(use, &a);
-        note_rc(t, tt_for_ranges(&a, 1 + tt_rng_below(s, 20), 2, tree_body, kids),
+        note_rc(t, tt_for_ranges(&a, 1 + th_rng_below(s, 20), 2, tree_body, kids),
                 "tt_for_ranges (phase 2)");
         note_rc(t, tt_fork(use, 2, tree_job, kids), "tt_fork (phase 3)");
         break;
@@ -165,21 +165,21 @@ static void tree_job(void *arg, unsigned i, tt_exec *child)
 {
     node *parent = arg;
     tree *t = parent->t;
-    uint64_t s = tt_seed_child(parent->seed, i);
-    tt_live_enter(&t->live);
+    uint64_t s = th_seed_child(parent->seed, i);
+    th_live_enter(&t->live);
     leaf_work(t, s);
     unsigned d = parent->depth + 1;
     /* deeper nodes are leaves more often */
-    bool leaf = d >= MAX_DEPTH || tt_rng_below(&s, 10) < 2 * d;
+    bool leaf = d >= MAX_DEPTH || th_rng_below(&s, 10) < 2 * d;
     if (!leaf) {
-        node kids = {t, tt_rng_next(&s), d};
+        node kids = {t, th_rng_next(&s), d};
         /* the job waits for its children: it gives its slot up */
-        tt_live_leave(&t->live);
+        th_live_leave(&t->live);
         random_entry(t, child, &s, &kids, false);
-        tt_live_enter(&t->live);
+        th_live_enter(&t->live);
         leaf_work(t, s);
     }
-    tt_live_leave(&t->live);
+    th_live_leave(&t->live);
 }
 
 /* Run one tree of `budget` on pool from the calling (plain) thread.
@@ -192,23 +192,23 @@ static int run_tree(tt_pool *pool, unsigned budget, uint64_t seed, unsigned *eff
     memset(&t, 0, sizeof t);
     t.pool = pool;
     t.seed = seed;
-    tt_live_init(&t.live);
+    th_live_init(&t.live);
     tt_exec root;
     int rc = tt_exec_init(&root, pool, budget);
     if (rc != TT_OK) {
-        tt_note_failure(__FILE__, __LINE__, "seed 0x%llx: tt_exec_init: %s",
+        th_note_failure(__FILE__, __LINE__, "seed 0x%llx: tt_exec_init: %s",
                         (unsigned long long)seed, tt_status_name(rc));
         return 1 << 20;
     }
     t.budget = tt_exec_budget(&root);
     *eff_budget = t.budget;
     uint64_t s = seed;
-    node kids = {&t, tt_rng_next(&s), 0};
+    node kids = {&t, th_rng_next(&s), 0};
     random_entry(&t, &root, &s, &kids, true);
-    int max = tt_live_max(&t.live);
+    int max = th_live_max(&t.live);
     atomic_fetch_add(&g_tree_tasks, atomic_load(&t.nodes));
-    TT_CHECK(tt_live_now(&t.live) == 0, "seed 0x%llx: %d tasks still counted live after the entry",
-             (unsigned long long)seed, tt_live_now(&t.live));
+    TT_CHECK(th_live_now(&t.live) == 0, "seed 0x%llx: %d tasks still counted live after the entry",
+             (unsigned long long)seed, th_live_now(&t.live));
     TT_CHECK(max <= (int)t.budget,
              "seed 0x%llx (pool width %u, budget %u): %d tasks of one root ran at once",
              (unsigned long long)seed, tt_pool_width(pool), t.budget, max);
@@ -230,31 +230,31 @@ static int run_tree(tt_pool *pool, unsigned budget, uint64_t seed, unsigned *eff
 START_TEST(test_random_trees)
 {
     static const unsigned widths[] = {2, 4, 8};
-    unsigned per = tt_iters(300);
+    unsigned per = th_iters(300);
     unsigned trees = 0;
     int worst = 0;
     for (size_t wi = 0; wi < TT_ARRAY_LEN(widths); wi++) {
-        tt_pool *pool = tt_make_pool(widths[wi]);
+        tt_pool *pool = th_make_pool(widths[wi]);
         for (unsigned b = 1; b <= 8; b++) {
             for (unsigned k = 0; k < per; k++) {
-                uint64_t seed = tt_mix64(((uint64_t)widths[wi] << 40) ^ ((uint64_t)b << 32) ^ k);
+                uint64_t seed = th_mix64(((uint64_t)widths[wi] << 40) ^ ((uint64_t)b << 32) ^ k);
                 unsigned eb = 0;
                 int max = run_tree(pool, b, seed, &eb);
                 if (max > (int)eb)
                     worst = max - (int)eb > worst ? max - (int)eb : worst;
                 trees++;
-                if (tt_failures())
+                if (th_failures())
                     break; /* the first failing seed is reported */
             }
-            if (tt_failures())
+            if (th_failures())
                 break;
         }
-        tt_free_pool(pool);
-        if (tt_failures())
+        th_free_pool(pool);
+        if (th_failures())
             break;
     }
     printf("random trees: %u trees, %ld tasks\n", trees, atomic_load(&g_tree_tasks));
-    tt_assert_no_failures();
+    th_assert_no_failures();
     ck_assert_int_eq(worst, 0);
     ck_assert_uint_eq(trees, per * 8 * TT_ARRAY_LEN(widths));
 }
@@ -268,8 +268,8 @@ typedef struct tree_thread {
 static void *tree_thread_main(void *arg)
 {
     tree_thread *tt = arg;
-    for (unsigned k = 0; k < tt->count && !tt_failures(); k++) {
-        uint64_t seed = tt_mix64(0xc0ffeeull ^ ((uint64_t)tt->t << 48) ^ k);
+    for (unsigned k = 0; k < tt->count && !th_failures(); k++) {
+        uint64_t seed = th_mix64(0xc0ffeeull ^ ((uint64_t)tt->t << 48) ^ k);
         unsigned b = 1 + (unsigned)(seed % 8);
         unsigned eb = 0;
         (void)run_tree(tt->pool, b, seed, &eb);
@@ -281,17 +281,17 @@ START_TEST(test_random_trees_concurrent_roots)
 {
     static const unsigned widths[] = {4, 8};
     for (size_t wi = 0; wi < TT_ARRAY_LEN(widths); wi++) {
-        tt_pool *pool = tt_make_pool(widths[wi]);
+        tt_pool *pool = th_make_pool(widths[wi]);
         tree_thread a[3];
         pthread_t th[3];
         for (unsigned t = 0; t < 3; t++) {
-            a[t] = (tree_thread){pool, t + 10 * (unsigned)wi, tt_iters(500)};
+            a[t] = (tree_thread){pool, t + 10 * (unsigned)wi, th_iters(500)};
             ck_assert_int_eq(pthread_create(&th[t], NULL, tree_thread_main, &a[t]), 0);
         }
         for (unsigned t = 0; t < 3; t++)
-            ck_assert(tt_join_timeout(th[t], 120));
-        tt_free_pool(pool);
-        tt_assert_no_failures();
+            ck_assert(th_join_timeout(th[t], 120));
+        th_free_pool(pool);
+        th_assert_no_failures();
     }
 }
 END_TEST
@@ -302,9 +302,9 @@ END_TEST
  * bottom all `budget` jobs run at once (the barrier completes only then), so
  * none of the 12 waiting parents kept a slot of the root's budget. */
 typedef struct chain_ctx {
-    tt_live live;
+    th_live live;
     unsigned depth, budget;
-    tt_tbarrier bar;
+    th_tbarrier bar;
     _Atomic int deepest, bottom_jobs;
 #if TT_LEDGER_ENABLED
     tt_ledger_root root;
@@ -317,18 +317,18 @@ static void chain_bottom(void *arg, unsigned i, tt_exec *child)
     (void)i;
     (void)child;
     chain_ctx *c = arg;
-    tt_live_enter(&c->live);
+    th_live_enter(&c->live);
     atomic_fetch_add(&c->bottom_jobs, 1);
-    TT_CHECK(tt_tbarrier_wait(&c->bar, 20) >= 0,
+    TT_CHECK(th_tbarrier_wait(&c->bar, 20) >= 0,
              "the bottom fork's %u jobs did not run at once", c->budget);
-    tt_live_leave(&c->live);
+    th_live_leave(&c->live);
 }
 
 static void chain_job(void *arg, unsigned i, tt_exec *child)
 {
     (void)i;
     chain_ctx *c = arg;
-    tt_live_enter(&c->live);
+    th_live_enter(&c->live);
 #if TT_LEDGER_ENABLED
     unsigned l = tt_ledger_live(c->root);
     unsigned m = atomic_load(&c->ledger_seen_max);
@@ -339,51 +339,51 @@ static void chain_job(void *arg, unsigned i, tt_exec *child)
     if (c->depth > 0) {
         c->depth--;
         atomic_fetch_add(&c->deepest, 1);
-        tt_live_leave(&c->live);
+        th_live_leave(&c->live);
         int rc = tt_fork(child, 1, chain_job, c);
         TT_CHECK(rc == TT_OK, "chain fork: %s", tt_status_name(rc));
-        tt_live_enter(&c->live);
+        th_live_enter(&c->live);
     } else {
-        tt_live_leave(&c->live);
+        th_live_leave(&c->live);
         int rc = tt_fork(child, c->budget, chain_bottom, c);
         TT_CHECK(rc == TT_OK, "bottom fork: %s", tt_status_name(rc));
-        tt_live_enter(&c->live);
+        th_live_enter(&c->live);
     }
-    tt_live_leave(&c->live);
+    th_live_leave(&c->live);
 }
 
 START_TEST(test_waiting_parent_keeps_no_slot)
 {
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     for (unsigned b = 1; b <= 2; b++) {
         chain_ctx c;
         memset(&c, 0, sizeof c);
-        tt_live_init(&c.live);
+        th_live_init(&c.live);
         c.depth = 12;
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
         c.budget = tt_exec_budget(&ex); /* 1 in a serial build */
-        tt_tbarrier_init(&c.bar, c.budget);
+        th_tbarrier_init(&c.bar, c.budget);
 #if TT_LEDGER_ENABLED
         c.root = tt_exec_ledger_root(&ex);
         ck_assert_uint_ne(c.root, 0);
 #endif
         ck_assert_int_eq(tt_fork(&ex, 1, chain_job, &c), TT_OK);
-        tt_assert_no_failures();
+        th_assert_no_failures();
         ck_assert_int_eq(atomic_load(&c.deepest), 12);
         ck_assert_int_eq(atomic_load(&c.bottom_jobs), (int)c.budget);
         /* the chain: one at a time; the bottom: the whole budget at once */
-        ck_assert_int_eq(tt_live_max(&c.live), (int)c.budget);
+        ck_assert_int_eq(th_live_max(&c.live), (int)c.budget);
 #if TT_LEDGER_ENABLED
         /* inside the 13 chain jobs the ledger counted one live task */
         ck_assert_uint_eq(atomic_load(&c.ledger_seen_max), 1);
         ck_assert_uint_eq(tt_ledger_max_live(c.root), c.budget);
         ck_assert_uint_eq(tt_ledger_live(c.root), 0);
 #endif
-        tt_tbarrier_destroy(&c.bar);
+        th_tbarrier_destroy(&c.bar);
     }
-    tt_free_pool(pool);
-    tt_assert_no_failures();
+    th_free_pool(pool);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -394,7 +394,7 @@ END_TEST
 #if TT_LEDGER_ENABLED
 typedef struct lj {
     tt_ledger_root root;
-    tt_tbarrier bar;
+    th_tbarrier bar;
     _Atomic int bad;
     _Atomic unsigned live_inside;
 } lj;
@@ -411,13 +411,13 @@ static void ledger_job(void *arg, unsigned i, tt_exec *child)
         atomic_fetch_add(&c->bad, 1);
     tt_exec_finish(&g);
     /* all at once: the ledger sees them together */
-    if (tt_tbarrier_wait(&c->bar, 20) < 0)
+    if (th_tbarrier_wait(&c->bar, 20) < 0)
         atomic_fetch_add(&c->bad, 1);
     unsigned l = tt_ledger_live(c->root);
     unsigned m = atomic_load(&c->live_inside);
     while (l > m && !atomic_compare_exchange_weak(&c->live_inside, &m, l))
         ;
-    if (tt_tbarrier_wait(&c->bar, 20) < 0)
+    if (th_tbarrier_wait(&c->bar, 20) < 0)
         atomic_fetch_add(&c->bad, 1);
 }
 #endif
@@ -425,7 +425,7 @@ static void ledger_job(void *arg, unsigned i, tt_exec *child)
 START_TEST(test_ledger_contract)
 {
 #if TT_LEDGER_ENABLED
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     unsigned w = tt_pool_width(pool);
     ck_assert_uint_eq(tt_exec_ledger_root(NULL), 0);
     tt_exec g;
@@ -463,9 +463,9 @@ START_TEST(test_ledger_contract)
     lj j;
     memset(&j, 0, sizeof j);
     j.root = ra;
-    tt_tbarrier_init(&j.bar, w);
+    th_tbarrier_init(&j.bar, w);
     ck_assert_int_eq(tt_fork(&a, w, ledger_job, &j), TT_OK);
-    tt_tbarrier_destroy(&j.bar);
+    th_tbarrier_destroy(&j.bar);
     ck_assert_int_eq(atomic_load(&j.bad), 0);
     ck_assert_uint_eq(tt_ledger_max_live(ra), w);
     ck_assert_uint_eq(atomic_load(&j.live_inside), w);
@@ -488,12 +488,12 @@ START_TEST(test_ledger_contract)
     ck_assert_uint_eq(tt_ledger_max_live(ra), UINT_MAX);
     ck_assert_uint_eq(tt_ledger_live(ra), UINT_MAX);
     ck_assert_uint_eq(tt_ledger_lost(), lost0);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 #else
     /* without the ledger the slot checks above rest on the live counters */
-    tt_pool *pool = tt_make_pool(2);
-    ck_assert_uint_eq(tt_pool_width(pool), tt_expect_width(2));
-    tt_free_pool(pool);
+    tt_pool *pool = th_make_pool(2);
+    ck_assert_uint_eq(tt_pool_width(pool), th_expect_width(2));
+    th_free_pool(pool);
 #endif
 }
 END_TEST
@@ -522,7 +522,7 @@ static void mint_many_job(void *arg, unsigned i, tt_exec *child)
 
 START_TEST(test_ledger_running_root_kept)
 {
-    tt_pool *pool = tt_make_pool(2);
+    tt_pool *pool = th_make_pool(2);
     uint64_t lost0 = tt_ledger_lost();
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, pool, 1), TT_OK);
@@ -533,7 +533,7 @@ START_TEST(test_ledger_running_root_kept)
     ck_assert_uint_eq(tt_ledger_max_live(c.root), 1);
     ck_assert_uint_eq(tt_ledger_live(c.root), 0);
     ck_assert_uint_eq(tt_ledger_lost(), lost0);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -542,7 +542,7 @@ END_TEST
  * every participant count, and the whole never passes the budget. */
 typedef struct scope_led {
     tt_ledger_root root;
-    tt_tbarrier bar;
+    th_tbarrier bar;
     _Atomic unsigned in_callback, in_part_min, in_section_max;
     _Atomic int bad;
 } scope_led;
@@ -557,7 +557,7 @@ static void led_note_max(_Atomic unsigned *m, unsigned v)
 static void led_section(void *arg, tt_section *s)
 {
     scope_led *c = arg;
-    if (tt_tbarrier_wait(&c->bar, 20) < 0)
+    if (th_tbarrier_wait(&c->bar, 20) < 0)
         atomic_fetch_add(&c->bad, 1);
     led_note_max(&c->in_section_max, tt_ledger_live(c->root));
     tt_section_barrier(s);
@@ -586,14 +586,14 @@ static void led_scope(void *arg, tt_scope *scope)
 
 START_TEST(test_ledger_counts_threads)
 {
-    tt_pool *pool = tt_make_pool(3);
+    tt_pool *pool = th_make_pool(3);
     unsigned w = tt_pool_width(pool);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, pool, w), TT_OK);
     scope_led c = {.root = tt_exec_ledger_root(&ex), .in_part_min = UINT_MAX};
-    tt_tbarrier_init(&c.bar, w);
+    th_tbarrier_init(&c.bar, w);
     ck_assert_int_eq(tt_team_scope(&ex, led_scope, &c), TT_OK);
-    tt_tbarrier_destroy(&c.bar);
+    th_tbarrier_destroy(&c.bar);
     ck_assert_int_eq(atomic_load(&c.bad), 0);
     /* the callback is the root's code on the leader: one thread */
     ck_assert_uint_eq(atomic_load(&c.in_callback), 1);
@@ -605,7 +605,7 @@ START_TEST(test_ledger_counts_threads)
     ck_assert_uint_ne(atomic_load(&c.in_part_min), UINT_MAX);
     ck_assert_uint_eq(tt_ledger_live(c.root), 0);
     ck_assert_uint_le(tt_ledger_pool_peak(pool), w);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -634,7 +634,7 @@ static void led_callee(void *arg, unsigned width)
 
 START_TEST(test_ledger_counts_callee_threads)
 {
-    tt_pool *pool = tt_make_pool(2);
+    tt_pool *pool = th_make_pool(2);
     unsigned w = tt_pool_width(pool);
     for (unsigned extra = 0; extra <= 1; extra++) {
         tt_exec ex;
@@ -650,7 +650,7 @@ START_TEST(test_ledger_counts_callee_threads)
             ck_assert_uint_gt(tt_ledger_max_live(c.root), tt_exec_budget(&ex));
     }
     ck_assert_uint_eq(tt_ledger_pool_live(pool), 0);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 #endif
@@ -662,7 +662,7 @@ END_TEST
  * a slot, 3 threads ran side by side on a pool of width 1. */
 typedef struct cap_ctx {
     tt_pool *pool;
-    tt_live live;
+    th_live live;
     unsigned rounds;
     _Atomic int bad;
 } cap_ctx;
@@ -672,9 +672,9 @@ static void cap_job(void *arg, unsigned i, tt_exec *child)
     (void)i;
     (void)child;
     cap_ctx *c = arg;
-    tt_live_enter(&c->live);
-    tt_spin_us(20);
-    tt_live_leave(&c->live);
+    th_live_enter(&c->live);
+    th_spin_us(20);
+    th_live_leave(&c->live);
 }
 
 static void cap_range(void *arg, size_t b, size_t e)
@@ -703,22 +703,22 @@ static void *cap_thread(void *arg)
 START_TEST(test_inline_roots_capped)
 {
     for (unsigned w = 1; w <= 2; w++) {
-        tt_pool *pool = tt_make_pool(w);
+        tt_pool *pool = th_make_pool(w);
         unsigned width = tt_pool_width(pool);
-        cap_ctx c = {.pool = pool, .rounds = tt_iters(300)};
-        tt_live_init(&c.live);
+        cap_ctx c = {.pool = pool, .rounds = th_iters(300)};
+        th_live_init(&c.live);
         pthread_t th[3];
         for (int t = 0; t < 3; t++)
             ck_assert_int_eq(pthread_create(&th[t], NULL, cap_thread, &c), 0);
         for (int t = 0; t < 3; t++)
-            ck_assert(tt_join_timeout(th[t], 120));
+            ck_assert(th_join_timeout(th[t], 120));
         ck_assert_int_eq(atomic_load(&c.bad), 0);
-        ck_assert_msg(tt_live_max(&c.live) <= (int)width,
-                      "%d inline jobs at once on a pool of width %u", tt_live_max(&c.live), width);
+        ck_assert_msg(th_live_max(&c.live) <= (int)width,
+                      "%d inline jobs at once on a pool of width %u", th_live_max(&c.live), width);
 #if TT_LEDGER_ENABLED
         ck_assert_uint_le(tt_ledger_pool_peak(pool), width);
 #endif
-        tt_free_pool(pool);
+        th_free_pool(pool);
     }
 }
 END_TEST
@@ -726,10 +726,10 @@ END_TEST
 static Suite *ledger_suite(void)
 {
     Suite *s = suite_create("ledger");
-    TCase *tc = tt_tcase(s, "trees", 180);
+    TCase *tc = th_tcase(s, "trees", 180);
     tcase_add_test(tc, test_random_trees);
     tcase_add_test(tc, test_random_trees_concurrent_roots);
-    tc = tt_tcase(s, "slots", 60);
+    tc = th_tcase(s, "slots", 60);
     tcase_add_test(tc, test_waiting_parent_keeps_no_slot);
     tcase_add_test(tc, test_ledger_contract);
     tcase_add_test(tc, test_inline_roots_capped);
@@ -743,4 +743,4 @@ static Suite *ledger_suite(void)
     return s;
 }
 
-int main(void) { return tt_run_suite(ledger_suite()); }
+int main(void) { return th_run_suite(ledger_suite()); }

@@ -121,7 +121,7 @@ static void lm_all_entries_refuse(tt_exec *ex, int want, const char *what)
 
 START_TEST(lm_consumed_token)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     for (int e = 0; e < E_COUNT; e++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
@@ -130,7 +130,7 @@ START_TEST(lm_consumed_token)
         snprintf(what, sizeof what, "after %s", lm_entry_name[e]);
         lm_all_entries_refuse(&ex, TT_ECONSUMED, what);
         /* Still readable, never usable. */
-        ck_assert_uint_eq(tt_exec_budget(&ex), tt_expect_budget(2, 2));
+        ck_assert_uint_eq(tt_exec_budget(&ex), th_expect_budget(2, 2));
         ck_assert(!tt_can_broadcast(&ex));
         ck_assert(!tt_carries_team(&ex));
         ck_assert_uint_eq(tt_dispatch_cost(&ex, 2), UINT64_MAX);
@@ -142,14 +142,14 @@ START_TEST(lm_consumed_token)
     tt_exec_init_serial(&s);
     ck_assert_int_eq(tt_for_ranges(&s, 4, 1, lm_range, NULL), TT_OK);
     lm_all_entries_refuse(&s, TT_ECONSUMED, "serial token after an entry");
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
 START_TEST(lm_finished_token)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec ex, child;
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
     tt_exec_finish(&ex);
@@ -164,8 +164,8 @@ START_TEST(lm_finished_token)
     tt_exec_finish(&child);
     lm_all_entries_refuse(&child, TT_ECONSUMED, "finished child");
     ck_assert_int_eq(tt_for_ranges(&ex, 16, 1, lm_range, NULL), TT_OK);
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -180,12 +180,12 @@ static void lm_finish_child_job(void *arg, unsigned i, tt_exec *c)
 
 START_TEST(lm_fork_child_finished)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
     ck_assert_int_eq(tt_fork(&ex, 2, lm_finish_child_job, NULL), TT_OK);
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -239,7 +239,7 @@ static void lm_parent_scope(void *arg, tt_scope *s)
 
 START_TEST(lm_entry_on_parent_inside)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     for (unsigned budget = 1; budget <= 2; budget++) {
         tt_exec ex;
         lm_parent = &ex;
@@ -259,8 +259,8 @@ START_TEST(lm_entry_on_parent_inside)
     lm_parent = &s;
     tt_exec_init_serial(&s);
     ck_assert_int_eq(tt_fork(&s, 2, lm_parent_job, NULL), TT_OK);
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -289,7 +289,7 @@ static void lm_busy_parent_job(void *arg, unsigned i, tt_exec *c)
 
 START_TEST(lm_entry_on_busy_parent)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     for (unsigned budget = 1; budget <= 2; budget++) {
         tt_exec ex, child;
         lm_parent = &ex;
@@ -307,15 +307,15 @@ START_TEST(lm_entry_on_busy_parent)
     tt_exec_reborrow(&s, &sc);
     ck_assert_int_eq(tt_fork(&sc, 1, lm_busy_parent_job, NULL), TT_OK);
     ck_assert_int_eq(tt_fork(&s, 1, lm_job, NULL), TT_OK);
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
 /* Children of bad parents report the parent's problem at their entry. */
 START_TEST(lm_child_of_bad_parent)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec ex, child, copy, bad;
     /* NULL parent. */
     ck_assert_ptr_eq(tt_exec_reborrow(NULL, &child), &child);
@@ -336,8 +336,8 @@ START_TEST(lm_child_of_bad_parent)
     ck_assert_int_eq(tt_exec_init(&bad, p, 0), TT_EINVAL);
     tt_exec_reborrow(&bad, &child);
     lm_all_entries_refuse(&child, TT_EINVAL, "child of an invalid token");
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -347,7 +347,7 @@ END_TEST
 
 START_TEST(lm_byte_copy)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
     tt_exec assigned = ex; /* assignment */
@@ -361,7 +361,7 @@ START_TEST(lm_byte_copy)
     /* Calls on the copy do not reach the original. */
     tt_exec_limit(&copied, 1);
     tt_exec_finish(&copied);
-    ck_assert_uint_eq(tt_exec_budget(&ex), tt_expect_budget(2, 2));
+    ck_assert_uint_eq(tt_exec_budget(&ex), th_expect_budget(2, 2));
     lm_all_entries_refuse(&copied, TT_ECOPY, "finished copy");
     /* The original still works, once. */
     ck_assert_int_eq(tt_fork(&ex, 2, lm_job, NULL), TT_OK);
@@ -374,8 +374,8 @@ START_TEST(lm_byte_copy)
     tt_exec sc = s;
     lm_all_entries_refuse(&sc, TT_ECOPY, "copy of a serial token");
     ck_assert_int_eq(tt_for_ranges(&s, 4, 1, lm_range, NULL), TT_OK);
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -413,14 +413,14 @@ static void lm_copy_scope(void *arg, tt_scope *s)
 
 START_TEST(lm_byte_copy_derived)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
     ck_assert_int_eq(tt_fork(&ex, 2, lm_copy_child_job, NULL), TT_OK);
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
     ck_assert_int_eq(tt_team_scope(&ex, lm_copy_scope, NULL), TT_OK);
     tt_team *team = NULL;
-    ck_assert_int_eq(tt_pool_into_team(p, tt_expect_width(2), &team), TT_OK);
+    ck_assert_int_eq(tt_pool_into_team(p, th_expect_width(2), &team), TT_OK);
     ck_assert_int_eq(tt_team_lead(team, 2, &ex), TT_OK);
     tt_exec copy = ex;
     lm_all_entries_refuse(&copy, TT_ECOPY, "copy of a team token");
@@ -431,8 +431,8 @@ START_TEST(lm_byte_copy_derived)
     ck_assert_int_eq(tt_team_try_lead(team, 1, &other), TT_OK);
     tt_exec_finish(&other);
     ck_assert_ptr_eq(tt_team_into_pool(team), p);
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -471,7 +471,7 @@ static void lm_run_other(lm_other *o)
 {
     pthread_t t;
     pthread_create(&t, NULL, lm_other_thread, o);
-    tt_join_timeout(t, 10);
+    th_join_timeout(t, 10);
 }
 
 /* A fork child (it holds members) used on a plain thread and by a sibling
@@ -479,7 +479,7 @@ static void lm_run_other(lm_other *o)
  * nothing consumed, the child's own task then uses it. */
 typedef struct lm_sib {
     tt_exec *child0;
-    tt_flag published, done;
+    th_flag published, done;
     int rc_sibling;
 } lm_sib;
 
@@ -503,19 +503,19 @@ static TT_TEST_UNUSED void lm_wrong_thread_job(void *arg, unsigned i, tt_exec *c
         TT_CHECK(atomic_load(&lm_ran) == before, "user code ran");
         /* Offer the token to the sibling and wait for its try. */
         s->child0 = c;
-        tt_flag_set(&s->published, 1);
-        bool tried = tt_flag_wait_ge(&s->done, 1, 2);
+        th_flag_set(&s->published, 1);
+        bool tried = th_flag_wait_ge(&s->done, 1, 2);
         if (tried)
             TT_CHECK(s->rc_sibling == TT_EWRONGTHREAD,
                      "fork child used by a sibling job's member: %s",
                      tt_status_name(s->rc_sibling));
         /* Nothing was consumed. */
         TT_CHECK(tt_for_ranges(c, 8, 1, lm_range, NULL) == TT_OK, "the child's own entry");
-    } else if (tt_flag_wait_ge(&s->published, 1, 2)) {
+    } else if (th_flag_wait_ge(&s->published, 1, 2)) {
         /* Both jobs run at once on members 0 and 1 (a plain caller's full
          * gang); if they did not, the sibling case is skipped. */
         s->rc_sibling = tt_for_ranges(s->child0, 8, 1, lm_range, NULL);
-        tt_flag_set(&s->done, 1);
+        th_flag_set(&s->done, 1);
     }
 }
 
@@ -525,14 +525,14 @@ START_TEST(lm_fork_child_wrong_thread)
     /* Children of budget 1 (width 2, budget 2) and of budget 2 (width 4,
      * budget 4): each holds members. */
     for (unsigned w = 2; w <= 4; w += 2) {
-        tt_pool *p = tt_make_pool(w);
+        tt_pool *p = th_make_pool(w);
         lm_sib s = {0};
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, p, w), TT_OK);
         ck_assert_int_eq(tt_fork(&ex, 2, lm_wrong_thread_job, &s), TT_OK);
-        tt_free_pool(p);
+        th_free_pool(p);
     }
-    tt_assert_no_failures();
+    th_assert_no_failures();
 #endif
 }
 END_TEST
@@ -584,15 +584,15 @@ static void lm_wrong_thread_scope(void *arg, tt_scope *scope)
 
 START_TEST(lm_scope_wrong_thread)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     for (unsigned budget = 1; budget <= 2; budget++) {
         lm_sc c = {0};
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, p, budget), TT_OK);
         ck_assert_int_eq(tt_team_scope(&ex, lm_wrong_thread_scope, &c), TT_OK);
     }
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -660,14 +660,14 @@ static void lm_busy_scope(void *arg, tt_scope *scope)
 
 START_TEST(lm_scope_reentry_from_section)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     for (unsigned budget = 1; budget <= 2; budget++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, p, budget), TT_OK);
         ck_assert_int_eq(tt_team_scope(&ex, lm_busy_scope, NULL), TT_OK);
     }
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -696,14 +696,14 @@ static void lm_bad_scope_args(void *arg, tt_scope *scope)
 
 START_TEST(lm_scope_bad_args)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
     long before = atomic_load(&lm_ran);
     ck_assert_int_eq(tt_team_scope(&ex, lm_bad_scope_args, NULL), TT_OK);
     ck_assert_int_eq(atomic_load(&lm_ran), before);
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -723,8 +723,8 @@ static void *lm_try_lead_thread(void *arg)
 
 START_TEST(lm_team_try_lead_busy)
 {
-    tt_pool *p = tt_make_pool(2);
-    unsigned w = tt_expect_width(2);
+    tt_pool *p = th_make_pool(2);
+    unsigned w = th_expect_width(2);
     tt_team *team = NULL;
     ck_assert_int_eq(tt_pool_into_team(p, w, &team), TT_OK);
     tt_exec lead, other, child;
@@ -750,14 +750,14 @@ START_TEST(lm_team_try_lead_busy)
     ck_assert_int_eq(tt_team_try_lead(team, 1, &lead), TT_OK);
     tt_exec_finish(&lead);
     ck_assert_ptr_eq(tt_team_into_pool(team), p);
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
 /* tt_team_lead waits while another leader holds the team. */
 typedef struct lm_lead {
     tt_team *team;
-    tt_flag got;
+    th_flag got;
     int rc;
 } lm_lead;
 
@@ -766,7 +766,7 @@ static void *lm_lead_thread(void *arg)
     lm_lead *l = arg;
     tt_exec ex;
     l->rc = tt_team_lead(l->team, 1, &ex);
-    tt_flag_set(&l->got, 1);
+    th_flag_set(&l->got, 1);
     if (l->rc == TT_OK)
         tt_exec_finish(&ex);
     return NULL;
@@ -774,22 +774,22 @@ static void *lm_lead_thread(void *arg)
 
 START_TEST(lm_team_lead_blocks)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_team *team = NULL;
-    ck_assert_int_eq(tt_pool_into_team(p, tt_expect_width(2), &team), TT_OK);
+    ck_assert_int_eq(tt_pool_into_team(p, th_expect_width(2), &team), TT_OK);
     tt_exec lead;
     ck_assert_int_eq(tt_team_lead(team, 2, &lead), TT_OK);
     lm_lead l = {.team = team};
     pthread_t t;
     pthread_create(&t, NULL, lm_lead_thread, &l);
-    tt_sleep_us(100000);
-    ck_assert_msg(tt_flag_get(&l.got) == 0, "tt_team_lead did not wait for the leader");
+    th_sleep_us(100000);
+    ck_assert_msg(th_flag_get(&l.got) == 0, "tt_team_lead did not wait for the leader");
     tt_exec_finish(&lead);
-    ck_assert(tt_flag_wait_ge(&l.got, 1, 5));
-    ck_assert(tt_join_timeout(t, 5));
+    ck_assert(th_flag_wait_ge(&l.got, 1, 5));
+    ck_assert(th_join_timeout(t, 5));
     ck_assert_int_eq(l.rc, TT_OK);
     ck_assert_ptr_eq(tt_team_into_pool(team), p);
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -797,8 +797,8 @@ END_TEST
  * change nothing; invalid team arguments are TT_EINVAL. */
 START_TEST(lm_team_owned_pool)
 {
-    tt_pool *p = tt_make_pool(2);
-    unsigned w = tt_expect_width(2);
+    tt_pool *p = th_make_pool(2);
+    unsigned w = th_expect_width(2);
     tt_team *team = NULL, *t2 = (tt_team *)p;
     ck_assert_int_eq(tt_pool_into_team(p, 0, &t2), TT_EINVAL);
     ck_assert_ptr_null(t2);
@@ -842,14 +842,14 @@ static void lm_job_limit0(void *arg, unsigned i, tt_exec *child)
 
 START_TEST(lm_limit_zero)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec ex, child;
     ck_assert_ptr_null(tt_exec_limit(NULL, 0));
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
     ck_assert_ptr_eq(tt_exec_limit(&ex, 0), &ex);
     lm_all_entries_refuse(&ex, TT_EINVAL, "limit 0");
     /* Not consumed: still the same token, finish works. */
-    ck_assert_uint_eq(tt_exec_budget(&ex), tt_expect_budget(2, 2));
+    ck_assert_uint_eq(tt_exec_budget(&ex), th_expect_budget(2, 2));
     tt_exec_reborrow(&ex, &child);
     lm_all_entries_refuse(&child, TT_EINVAL, "child of a limit-0 token");
     tt_exec_finish(&ex);
@@ -861,8 +861,8 @@ START_TEST(lm_limit_zero)
     lm_all_entries_refuse(&s, TT_EINVAL, "serial limit 0");
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
     ck_assert_int_eq(tt_fork(&ex, 2, lm_job_limit0, NULL), TT_OK);
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -873,28 +873,28 @@ END_TEST
 START_TEST(lm_destroyed_pool_tokens)
 {
     for (int round = 0; round < 2; round++) {
-        tt_pool *p = tt_make_pool(2);
+        tt_pool *p = th_make_pool(2);
         tt_exec ex, child, s;
         ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
         tt_exec_reborrow(&ex, &child);
         tt_exec_init_serial(&s);
-        tt_free_pool(p);
+        th_free_pool(p);
         lm_all_entries_refuse(&ex, TT_EDESTROYED, "root minted before tt_pool_destroy");
         lm_all_entries_refuse(&child, TT_EDESTROYED, "reborrowed child minted before destroy");
         ck_assert(!tt_can_broadcast(&ex));
         ck_assert_uint_eq(tt_dispatch_cost(&ex, 2), UINT64_MAX);
         /* A new pool (the library reuses pool objects) works, and the old
          * tokens still refuse. */
-        tt_pool *q = tt_make_pool(2);
+        tt_pool *q = th_make_pool(2);
         tt_exec nx;
         ck_assert_int_eq(tt_exec_init(&nx, q, 2), TT_OK);
         ck_assert_int_eq(tt_for_ranges(&nx, 8, 1, lm_range, NULL), TT_OK);
         lm_all_entries_refuse(&ex, TT_EDESTROYED, "old root after a new pool");
         /* A serial token has no pool to lose. */
         ck_assert_int_eq(tt_for_ranges(&s, 4, 1, lm_range, NULL), TT_OK);
-        tt_free_pool(q);
+        th_free_pool(q);
     }
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -904,7 +904,7 @@ END_TEST
 
 START_TEST(lm_invalid_args)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec ex;
     /* NULL tokens. */
     for (int e = 0; e < E_COUNT; e++)
@@ -960,7 +960,7 @@ START_TEST(lm_invalid_args)
         ck_assert_ptr_nonnull(tt_strerror(c));
         ck_assert_ptr_nonnull(tt_status_name(c));
     }
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -979,7 +979,7 @@ START_TEST(lm_uninitialised_token)
     ck_assert(!tt_carries_team(&ex));
     ck_assert_uint_eq(tt_dispatch_cost(&ex, 2), UINT64_MAX);
     /* (A reborrow of it: lm_reborrow_of_garbage_token, with the gaps.) */
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -1029,14 +1029,14 @@ static void lm_refusal_scope(void *arg, tt_scope *s)
 
 START_TEST(lm_broadcast_refusals)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
     ck_assert_int_eq(tt_fork(&ex, 2, lm_refusal_job, p), TT_OK);
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
     ck_assert_int_eq(tt_team_scope(&ex, lm_refusal_scope, p), TT_OK);
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -1046,7 +1046,7 @@ END_TEST
 
 typedef struct lm_in {
     tt_exec *tok;
-    tt_flag inside, release;
+    th_flag inside, release;
 } lm_in;
 
 static void lm_in_job(void *arg, unsigned i, tt_exec *c)
@@ -1054,8 +1054,8 @@ static void lm_in_job(void *arg, unsigned i, tt_exec *c)
     (void)c;
     lm_in *in = arg;
     if (i == 0) {
-        tt_flag_set(&in->inside, 1);
-        TT_CHECK(tt_flag_wait_ge(&in->release, 1, 10), "never released");
+        th_flag_set(&in->inside, 1);
+        TT_CHECK(th_flag_wait_ge(&in->release, 1, 10), "never released");
     }
 }
 
@@ -1069,18 +1069,18 @@ static void *lm_in_thread(void *arg)
 
 START_TEST(lm_entry_while_inside_elsewhere)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
     lm_in in = {.tok = &ex};
     pthread_t t;
     pthread_create(&t, NULL, lm_in_thread, &in);
-    ck_assert(tt_flag_wait_ge(&in.inside, 1, 5));
+    ck_assert(th_flag_wait_ge(&in.inside, 1, 5));
     lm_all_entries_refuse(&ex, TT_ECONSUMED, "token inside an entry on another thread");
-    tt_flag_set(&in.release, 1);
-    ck_assert(tt_join_timeout(t, 10));
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_flag_set(&in.release, 1);
+    ck_assert(th_join_timeout(t, 10));
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -1127,7 +1127,7 @@ static void lm_team_other_scope(void *arg, tt_scope *s)
 
 START_TEST(lm_team_token_wrong_thread)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     lm_tt r;
     memset(&r, 0, sizeof r);
     tt_exec ex;
@@ -1146,8 +1146,8 @@ START_TEST(lm_team_token_wrong_thread)
                  "expected TT_EWRONGTHREAD",
                  lm_entry_name[e], tt_status_name(r.rc_fork_child[e]));
     }
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -1159,7 +1159,7 @@ END_TEST
  * parent's full budget and the root ran budget + 2 tasks at once.) */
 typedef struct lm_sr {
     tt_exec *root;
-    tt_live live;
+    th_live live;
     int rc_second;
 } lm_sr;
 
@@ -1168,44 +1168,44 @@ static void lm_sr_body(void *arg, size_t b, size_t e)
     lm_sr *s = arg;
     (void)b;
     (void)e;
-    tt_live_enter(&s->live);
-    tt_sleep_us(20000);
-    tt_live_leave(&s->live);
+    th_live_enter(&s->live);
+    th_sleep_us(20000);
+    th_live_leave(&s->live);
 }
 
 static void lm_sr_job(void *arg, unsigned i, tt_exec *c)
 {
     (void)c;
     lm_sr *s = arg;
-    tt_live_enter(&s->live);
+    th_live_enter(&s->live);
     if (i == 0) {
         tt_exec second;
         tt_exec_reborrow(s->root, &second);
-        tt_live_leave(&s->live); /* waits: holds no slot */
+        th_live_leave(&s->live); /* waits: holds no slot */
         s->rc_second = tt_for_ranges(&second, 2, 1, lm_sr_body, s);
-        tt_live_enter(&s->live);
+        th_live_enter(&s->live);
     } else {
-        tt_sleep_us(30000);
+        th_sleep_us(30000);
     }
-    tt_live_leave(&s->live);
+    th_live_leave(&s->live);
 }
 
 START_TEST(lm_second_reborrow_while_inside)
 {
-    tt_pool *p = tt_make_pool(4);
+    tt_pool *p = th_make_pool(4);
     tt_exec root, first;
     ck_assert_int_eq(tt_exec_init(&root, p, 2), TT_OK);
     lm_sr s = {.root = &root, .rc_second = -1};
-    tt_live_init(&s.live);
+    th_live_init(&s.live);
     tt_exec_reborrow(&root, &first);
     ck_assert_int_eq(tt_fork(&first, 2, lm_sr_job, &s), TT_OK);
     unsigned budget = tt_exec_budget(&root);
-    tt_free_pool(p); /* before the asserts: a failure leaks nothing */
+    th_free_pool(p); /* before the asserts: a failure leaks nothing */
     ck_assert_msg(s.rc_second == TT_EBUSY,
                   "a second reborrow of a parent whose first child is inside an entry: entry "
                   "returned %s, expected TT_EBUSY (%d tasks ran at once under a root of budget %u)",
-                  tt_status_name(s.rc_second), tt_live_max(&s.live), budget);
-    ck_assert_int_le(tt_live_max(&s.live), (int)budget);
+                  tt_status_name(s.rc_second), th_live_max(&s.live), budget);
+    ck_assert_int_le(th_live_max(&s.live), (int)budget);
 }
 END_TEST
 
@@ -1230,7 +1230,7 @@ static void lm_bp_job(void *arg, unsigned i, tt_exec *c)
 
 START_TEST(lm_team_scope_on_busy_parent)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     for (unsigned budget = 1; budget <= 2; budget++) {
         tt_exec ex, child;
         lm_parent = &ex;
@@ -1245,8 +1245,8 @@ START_TEST(lm_team_scope_on_busy_parent)
                      budget, lm_entry_name[E_SCOPE + k], tt_status_name(b.rc[k]));
         ck_assert_int_eq(tt_for_ranges(&ex, 8, 1, lm_range, NULL), TT_OK);
     }
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -1270,7 +1270,7 @@ static TT_TEST_UNUSED void lm_b1_job(void *arg, unsigned i, tt_exec *c)
 START_TEST(lm_team_scope_budget1_child_wrong_thread)
 {
 #if TT_PARALLEL_ENABLED
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     int rc[2] = {-1, -1};
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
@@ -1280,7 +1280,7 @@ START_TEST(lm_team_scope_budget1_child_wrong_thread)
                   "expected TT_EWRONGTHREAD",
                   tt_status_name(rc[0]));
     ck_assert_int_eq(rc[1], TT_OK);
-    tt_free_pool(p);
+    th_free_pool(p);
 #endif
 }
 END_TEST
@@ -1301,9 +1301,9 @@ START_TEST(lm_reborrow_of_garbage_token)
         tt_exec ex, child;
         memset(&ex, 0xa5, sizeof ex);
         tt_exec_reborrow(&ex, &child);
-        tt_reset_failures();
+        th_reset_failures();
         lm_all_entries_refuse(&child, TT_EINVAL, "child of a garbage token");
-        _exit(tt_failures() ? 1 : 0);
+        _exit(th_failures() ? 1 : 0);
     }
     int st = 0;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
@@ -1321,42 +1321,42 @@ END_TEST
 static Suite *misuse_suite(void)
 {
     Suite *s = suite_create("misuse");
-    TCase *tc = tt_tcase(s, "consumed", 30);
+    TCase *tc = th_tcase(s, "consumed", 30);
     tcase_add_test(tc, lm_consumed_token);
     tcase_add_test(tc, lm_finished_token);
     tcase_add_test(tc, lm_fork_child_finished);
 
-    tc = tt_tcase(s, "parent", 30);
+    tc = th_tcase(s, "parent", 30);
     tcase_add_test(tc, lm_entry_on_parent_inside);
     tcase_add_test(tc, lm_entry_on_busy_parent);
     tcase_add_test(tc, lm_child_of_bad_parent);
 
-    tc = tt_tcase(s, "copy", 30);
+    tc = th_tcase(s, "copy", 30);
     tcase_add_test(tc, lm_byte_copy);
     tcase_add_test(tc, lm_byte_copy_derived);
 
-    tc = tt_tcase(s, "thread", 30);
+    tc = th_tcase(s, "thread", 30);
     tcase_add_test(tc, lm_fork_child_wrong_thread);
     tcase_add_test(tc, lm_scope_wrong_thread);
     tcase_add_test(tc, lm_entry_while_inside_elsewhere);
 
-    tc = tt_tcase(s, "scope", 30);
+    tc = th_tcase(s, "scope", 30);
     tcase_add_test(tc, lm_scope_reentry_from_section);
     tcase_add_test(tc, lm_scope_bad_args);
 
-    tc = tt_tcase(s, "team", 30);
+    tc = th_tcase(s, "team", 30);
     tcase_add_test(tc, lm_team_try_lead_busy);
     tcase_add_test(tc, lm_team_lead_blocks);
     tcase_add_test(tc, lm_team_owned_pool);
 
-    tc = tt_tcase(s, "tokens", 30);
+    tc = th_tcase(s, "tokens", 30);
     tcase_add_test(tc, lm_limit_zero);
     tcase_add_test(tc, lm_destroyed_pool_tokens);
     tcase_add_test(tc, lm_invalid_args);
     tcase_add_test(tc, lm_uninitialised_token);
     tcase_add_test(tc, lm_broadcast_refusals);
 
-    tc = tt_tcase(s, "regressions", 30);
+    tc = th_tcase(s, "regressions", 30);
     tcase_add_test(tc, lm_team_token_wrong_thread);
     tcase_add_test(tc, lm_second_reborrow_while_inside);
     tcase_add_test(tc, lm_team_scope_on_busy_parent);
@@ -1365,4 +1365,4 @@ static Suite *misuse_suite(void)
     return s;
 }
 
-int main(void) { return tt_run_suite(misuse_suite()); }
+int main(void) { return th_run_suite(misuse_suite()); }

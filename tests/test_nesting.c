@@ -113,8 +113,8 @@ static int place_entry(int kind, tt_exec *ex, place_ctx *c, unsigned jobs)
 
 START_TEST(test_placement_plain_thread)
 {
-    tt_pool *pool = tt_make_pool(4);
-    unsigned rounds = tt_iters(20);
+    tt_pool *pool = th_make_pool(4);
+    unsigned rounds = th_iters(20);
     for (unsigned r = 0; r < rounds; r++) {
         for (int kind = P_FORK; kind <= P_EXT; kind++) {
             for (unsigned b = 1; b <= 4; b++) {
@@ -185,15 +185,15 @@ START_TEST(test_placement_plain_thread)
         ck_assert_uint_eq(tt_ledger_installs(pool) - i0, 2);
 #endif
     }
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
 START_TEST(test_placement_nested_in_member)
 {
-    tt_pool *pool = tt_make_pool(8);
+    tt_pool *pool = th_make_pool(8);
     static const unsigned cases[][2] = {{8, 2}, {8, 4}, {6, 3}, {8, 8}, {4, 2}};
-    unsigned rounds = tt_iters(10);
+    unsigned rounds = th_iters(10);
     for (unsigned r = 0; r < rounds; r++) {
         for (size_t k = 0; k < TT_ARRAY_LEN(cases); k++) {
             place_ctx c;
@@ -217,7 +217,7 @@ START_TEST(test_placement_nested_in_member)
 #endif
         }
     }
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -269,9 +269,9 @@ static void full_outer_job(void *arg, unsigned i, tt_exec *child)
 
 START_TEST(test_member_new_root_when_full)
 {
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     unsigned w = tt_pool_width(pool);
-    unsigned rounds = tt_iters(20);
+    unsigned rounds = th_iters(20);
     for (unsigned r = 0; r < rounds; r++) {
         full_ctx c;
         memset(&c, 0, sizeof c);
@@ -285,7 +285,7 @@ START_TEST(test_member_new_root_when_full)
         ck_assert_msg(atomic_load(&c.inner_off_thread) == 0,
                       "a member's new root ran tasks elsewhere while the pool was full");
     }
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -293,7 +293,7 @@ END_TEST
  * them (and keep within their budget). */
 typedef struct spare_ctx {
     tt_pool *pool;
-    tt_live live[8];
+    th_live live[8];
     _Atomic int rc_bad, inner;
 } spare_ctx;
 
@@ -307,10 +307,10 @@ static void spare_inner_job(void *arg, unsigned i, tt_exec *child)
     (void)i;
     (void)child;
     spare_inner *a = arg;
-    tt_live_enter(&a->c->live[a->idx]);
+    th_live_enter(&a->c->live[a->idx]);
     atomic_fetch_add(&a->c->inner, 1);
-    tt_spin_us(20);
-    tt_live_leave(&a->c->live[a->idx]);
+    th_spin_us(20);
+    th_live_leave(&a->c->live[a->idx]);
 }
 
 static void spare_outer_job(void *arg, unsigned i, tt_exec *child)
@@ -325,24 +325,24 @@ static void spare_outer_job(void *arg, unsigned i, tt_exec *child)
 
 START_TEST(test_member_new_root_with_spare)
 {
-    tt_pool *pool = tt_make_pool(8);
-    unsigned rounds = tt_iters(20);
+    tt_pool *pool = th_make_pool(8);
+    unsigned rounds = th_iters(20);
     for (unsigned r = 0; r < rounds; r++) {
         spare_ctx c;
         memset(&c, 0, sizeof c);
         c.pool = pool;
         for (int k = 0; k < 8; k++)
-            tt_live_init(&c.live[k]);
+            th_live_init(&c.live[k]);
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, 2), TT_OK);
         ck_assert_int_eq(tt_fork(&ex, 2, spare_outer_job, &c), TT_OK);
         ck_assert_int_eq(atomic_load(&c.rc_bad), 0);
         ck_assert_int_eq(atomic_load(&c.inner), 12);
         for (int k = 0; k < 2; k++)
-            ck_assert_msg(tt_live_max(&c.live[k]) <= 3,
-                          "a member's budget-3 root ran %d tasks at once", tt_live_max(&c.live[k]));
+            ck_assert_msg(th_live_max(&c.live[k]) <= 3,
+                          "a member's budget-3 root ran %d tasks at once", th_live_max(&c.live[k]));
     }
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -355,7 +355,7 @@ typedef struct cross_ctx {
     unsigned b_budget;
     _Atomic int a_jobs, b_jobs, b_on_b_member, b_on_a_thread, rc_bad, a_job_is_b_member;
     _Atomic int b_bcast, b_bcast_bad, b_ext;
-    tt_live b_live[16];
+    th_live b_live[16];
     /* A -> B -> A */
     bool back_to_a;
     _Atomic int back_jobs, back_on_a_member;
@@ -386,14 +386,14 @@ static void b_job(void *arg, unsigned i, tt_exec *child)
     (void)child;
     cross_arg *x = arg;
     cross_ctx *c = x->c;
-    tt_live_enter(&c->b_live[x->a_job]);
+    th_live_enter(&c->b_live[x->a_job]);
     atomic_fetch_add(&c->b_jobs, 1);
     if (tt_pool_is_member(c->b, NULL))
         atomic_fetch_add(&c->b_on_b_member, 1);
     if (pthread_equal(pthread_self(), x->a_thread))
         atomic_fetch_add(&c->b_on_a_thread, 1);
-    tt_spin_us(10);
-    tt_live_leave(&c->b_live[x->a_job]);
+    th_spin_us(10);
+    th_live_leave(&c->b_live[x->a_job]);
     if (c->back_to_a && i == 0) {
         /* from a member of B back into A (a plain thread of A) */
         tt_exec r;
@@ -450,7 +450,7 @@ static void run_cross(tt_pool *a, tt_pool *b, unsigned a_budget, unsigned a_jobs
     c->b_budget = b_budget;
     c->back_to_a = back;
     for (int k = 0; k < 16; k++)
-        tt_live_init(&c->b_live[k]);
+        th_live_init(&c->b_live[k]);
     tt_exec ex;
 #if TT_LEDGER_ENABLED
     uint64_t i0 = tt_ledger_installs(b);
@@ -462,7 +462,7 @@ static void run_cross(tt_pool *a, tt_pool *b, unsigned a_budget, unsigned a_jobs
 #endif
     ck_assert_int_eq(atomic_load(&c->rc_bad), 0);
     ck_assert_int_eq(atomic_load(&c->a_jobs), (int)a_jobs);
-    unsigned bb = tt_expect_budget(tt_pool_width(b), b_budget);
+    unsigned bb = th_expect_budget(tt_pool_width(b), b_budget);
     ck_assert_int_eq(atomic_load(&c->b_jobs), (int)(a_jobs * bb));
     ck_assert_int_eq(atomic_load(&c->a_job_is_b_member), 0);
     if (TT_PARALLEL_ENABLED && bb > 1) {
@@ -478,8 +478,8 @@ static void run_cross(tt_pool *a, tt_pool *b, unsigned a_budget, unsigned a_jobs
     ck_assert_int_eq(atomic_load(&c->b_bcast_bad), 0);
     ck_assert_int_eq(atomic_load(&c->b_ext), (int)a_jobs);
     for (unsigned k = 0; k < a_jobs && k < 16; k++)
-        ck_assert_msg(tt_live_max(&c->b_live[k]) <= (int)bb,
-                      "a root of B ran %d tasks at once, budget %u", tt_live_max(&c->b_live[k]), bb);
+        ck_assert_msg(th_live_max(&c->b_live[k]) <= (int)bb,
+                      "a root of B ran %d tasks at once, budget %u", th_live_max(&c->b_live[k]), bb);
     if (back) {
         ck_assert_int_eq(atomic_load(&c->back_jobs), (int)(a_jobs * 2));
         if (TT_PARALLEL_ENABLED)
@@ -496,9 +496,9 @@ static void run_cross(tt_pool *a, tt_pool *b, unsigned a_budget, unsigned a_jobs
 
 START_TEST(test_member_of_other_pool)
 {
-    tt_pool *a = tt_make_pool(4);
-    tt_pool *b = tt_make_pool(4);
-    unsigned rounds = tt_iters(10);
+    tt_pool *a = th_make_pool(4);
+    tt_pool *b = th_make_pool(4);
+    unsigned rounds = th_iters(10);
     for (unsigned r = 0; r < rounds; r++) {
         run_cross(a, b, 1, 1, 4, false); /* A's job inline, plain thread */
         run_cross(a, b, 2, 2, 2, false); /* two A members share B */
@@ -506,8 +506,8 @@ START_TEST(test_member_of_other_pool)
         run_cross(a, b, 4, 2, 3, false);
         run_cross(a, b, 2, 2, 2, true); /* A -> B -> A with room left in A */
     }
-    tt_free_pool(b);
-    tt_free_pool(a);
+    th_free_pool(b);
+    th_free_pool(a);
 }
 END_TEST
 
@@ -518,7 +518,7 @@ END_TEST
 #define MANY_THREADS 6
 
 typedef struct root_ctx {
-    tt_live live;
+    th_live live;
     unsigned budget;
     _Atomic int leaves;
 } root_ctx;
@@ -528,10 +528,10 @@ static void many_leaf(void *arg, unsigned i, tt_exec *child)
     (void)i;
     (void)child;
     root_ctx *r = arg;
-    tt_live_enter(&r->live);
+    th_live_enter(&r->live);
     atomic_fetch_add(&r->leaves, 1);
-    tt_spin_us(5);
-    tt_live_leave(&r->live);
+    th_spin_us(5);
+    th_live_leave(&r->live);
 }
 
 static void many_range(void *arg, size_t b, size_t e)
@@ -544,14 +544,14 @@ static void many_range(void *arg, size_t b, size_t e)
 static void many_mid(void *arg, unsigned i, tt_exec *child)
 {
     root_ctx *r = arg;
-    tt_live_enter(&r->live);
-    tt_spin_us(5);
+    th_live_enter(&r->live);
+    th_spin_us(5);
     /* a parent waiting for its children keeps no slot */
-    tt_live_leave(&r->live);
+    th_live_leave(&r->live);
     int rc = (i % 2) ? tt_fork(child, 3, many_leaf, r) : tt_for_ranges(child, 40, 4, many_range, r);
     TT_CHECK(rc == TT_OK, "nested entry: %s", tt_status_name(rc));
-    tt_live_enter(&r->live);
-    tt_live_leave(&r->live);
+    th_live_enter(&r->live);
+    th_live_leave(&r->live);
 }
 
 typedef struct many_thread {
@@ -564,28 +564,28 @@ typedef struct many_thread {
 static void *many_main(void *arg)
 {
     many_thread *m = arg;
-    uint64_t s = tt_seed_child(0x3a17u, m->t);
+    uint64_t s = th_seed_child(0x3a17u, m->t);
     m->max_over = -100;
     for (unsigned n = 0; n < m->roots; n++) {
         root_ctx r;
         memset(&r, 0, sizeof r);
-        tt_live_init(&r.live);
+        th_live_init(&r.live);
         tt_exec ex;
-        unsigned want = 1 + tt_rng_below(&s, 4);
+        unsigned want = 1 + th_rng_below(&s, 4);
         if (tt_exec_init(&ex, m->pool, want) != TT_OK) {
             atomic_fetch_add(&m->bad, 1);
             continue;
         }
         r.budget = tt_exec_budget(&ex);
         int rc;
-        switch (tt_rng_below(&s, 3)) {
-        case 0: rc = tt_fork(&ex, 1 + tt_rng_below(&s, 6), many_mid, &r); break;
-        case 1: rc = tt_for_ranges(&ex, tt_rng_below(&s, 100), 3, many_range, &r); break;
-        default: rc = tt_fork(&ex, 1 + tt_rng_below(&s, 8), many_leaf, &r); break;
+        switch (th_rng_below(&s, 3)) {
+        case 0: rc = tt_fork(&ex, 1 + th_rng_below(&s, 6), many_mid, &r); break;
+        case 1: rc = tt_for_ranges(&ex, th_rng_below(&s, 100), 3, many_range, &r); break;
+        default: rc = tt_fork(&ex, 1 + th_rng_below(&s, 8), many_leaf, &r); break;
         }
         if (rc != TT_OK)
             atomic_fetch_add(&m->bad, 1);
-        int over = tt_live_max(&r.live) - (int)r.budget;
+        int over = th_live_max(&r.live) - (int)r.budget;
         if (over > m->max_over)
             m->max_over = over;
 #if TT_LEDGER_ENABLED
@@ -599,10 +599,10 @@ static void *many_main(void *arg)
 
 START_TEST(test_many_threads_one_pool)
 {
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     many_thread m[MANY_THREADS];
     pthread_t th[MANY_THREADS];
-    unsigned roots = tt_iters(1000);
+    unsigned roots = th_iters(1000);
     for (unsigned t = 0; t < MANY_THREADS; t++) {
         memset(&m[t], 0, sizeof m[t]);
         m[t].pool = pool;
@@ -611,21 +611,21 @@ START_TEST(test_many_threads_one_pool)
         ck_assert_int_eq(pthread_create(&th[t], NULL, many_main, &m[t]), 0);
     }
     for (unsigned t = 0; t < MANY_THREADS; t++)
-        ck_assert(tt_join_timeout(th[t], 100));
+        ck_assert(th_join_timeout(th[t], 100));
     for (unsigned t = 0; t < MANY_THREADS; t++) {
         ck_assert_msg(atomic_load(&m[t].bad) == 0, "thread %u: %d failures", t,
                       atomic_load(&m[t].bad));
         ck_assert_msg(m[t].max_over <= 0, "thread %u: a root ran %d tasks over its budget", t,
                       m[t].max_over);
     }
-    tt_assert_no_failures();
-    tt_free_pool(pool);
+    th_assert_no_failures();
+    th_free_pool(pool);
 }
 END_TEST
 
 /* Deep nesting: forks of two, six levels, from a full-width root. */
 typedef struct deep_ctx {
-    tt_live live;
+    th_live live;
     _Atomic int leaves;
 } deep_ctx;
 
@@ -640,14 +640,14 @@ static void deep_job(void *arg, unsigned i, tt_exec *child)
 {
     (void)i;
     deep_arg *a = arg;
-    tt_live_enter(&a->c->live);
+    th_live_enter(&a->c->live);
     if (a->depth == 0) {
         atomic_fetch_add(&a->c->leaves, 1);
-        tt_spin_us(3);
-        tt_live_leave(&a->c->live);
+        th_spin_us(3);
+        th_live_leave(&a->c->live);
         return;
     }
-    tt_live_leave(&a->c->live);
+    th_live_leave(&a->c->live);
     deep_arg d = {a->c, a->depth - 1};
     int rc = tt_fork(child, 2, deep_job, &d);
     TT_CHECK(rc == TT_OK, "deep fork: %s", tt_status_name(rc));
@@ -655,45 +655,45 @@ static void deep_job(void *arg, unsigned i, tt_exec *child)
 
 START_TEST(test_deep_nesting)
 {
-    tt_pool *pool = tt_make_pool(8);
-    unsigned rounds = tt_iters(20);
+    tt_pool *pool = th_make_pool(8);
+    unsigned rounds = th_iters(20);
     for (unsigned r = 0; r < rounds; r++) {
         deep_ctx c;
         memset(&c, 0, sizeof c);
-        tt_live_init(&c.live);
+        th_live_init(&c.live);
         deep_arg a = {&c, 6};
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, 8), TT_OK);
         unsigned b = tt_exec_budget(&ex);
         ck_assert_int_eq(tt_fork(&ex, 2, deep_job, &a), TT_OK);
         ck_assert_int_eq(atomic_load(&c.leaves), 128);
-        ck_assert_msg(tt_live_max(&c.live) <= (int)b, "deep nesting: %d live, budget %u",
-                      tt_live_max(&c.live), b);
+        ck_assert_msg(th_live_max(&c.live) <= (int)b, "deep nesting: %d live, budget %u",
+                      th_live_max(&c.live), b);
 #if TT_LEDGER_ENABLED
         tt_ledger_root root = tt_exec_ledger_root(&ex);
         ck_assert_uint_le(tt_ledger_max_live(root), b);
         ck_assert_uint_eq(tt_ledger_live(root), 0);
 #endif
     }
-    tt_assert_no_failures();
-    tt_free_pool(pool);
+    th_assert_no_failures();
+    th_free_pool(pool);
 }
 END_TEST
 
 static Suite *nesting_suite(void)
 {
     Suite *s = suite_create("nesting");
-    TCase *tc = tt_tcase(s, "placement", 60);
+    TCase *tc = th_tcase(s, "placement", 60);
     tcase_add_test(tc, test_placement_plain_thread);
     tcase_add_test(tc, test_placement_nested_in_member);
-    tc = tt_tcase(s, "members", 60);
+    tc = th_tcase(s, "members", 60);
     tcase_add_test(tc, test_member_new_root_when_full);
     tcase_add_test(tc, test_member_new_root_with_spare);
     tcase_add_test(tc, test_member_of_other_pool);
     tcase_add_test(tc, test_deep_nesting);
-    tc = tt_tcase(s, "many_threads", 120);
+    tc = th_tcase(s, "many_threads", 120);
     tcase_add_test(tc, test_many_threads_one_pool);
     return s;
 }
 
-int main(void) { return tt_run_suite(nesting_suite()); }
+int main(void) { return th_run_suite(nesting_suite()); }

@@ -15,6 +15,7 @@
  * queued thread: the last entry out (that thread) ends the pool.
  */
 #include "tt_test.h"
+#include "test_hooks.h"
 
 enum { K_FORK, K_RANGES, K_BCAST, K_EXT, K_SCOPE, K_CANB, K_COST, K_COUNT };
 
@@ -23,7 +24,7 @@ enum { NTOK = 48 };
 typedef struct race {
     tt_pool *pool;
     unsigned width; /* the pool's width (1 in a serial build) */
-    tt_tbarrier go;
+    th_tbarrier go;
     int kind0;
     int rc[NTOK];
     int kind[NTOK];
@@ -90,7 +91,7 @@ static int one_entry(race *r, int kind, tt_exec *ex)
 static void *entry_main(void *arg)
 {
     race *r = arg;
-    tt_tbarrier_wait(&r->go, 30);
+    th_tbarrier_wait(&r->go, 30);
     for (int i = 0; i < NTOK; i++) {
         r->kind[i] = (r->kind0 + i) % K_COUNT;
         r->rc[i] = one_entry(r, r->kind[i], &r->ex[i]);
@@ -103,28 +104,28 @@ static void *entry_main(void *arg)
 START_TEST(test_destroy_races_entries)
 {
     uint64_t seed = 0x7ace;
-    unsigned rounds = tt_iters(400);
+    unsigned rounds = th_iters(400);
     unsigned busy = 0, refused_rounds = 0;
     for (unsigned i = 0; i < rounds; i++) {
         race *r = calloc(1, sizeof *r);
         ck_assert_ptr_nonnull(r);
-        unsigned w = 2 + tt_rng_below(&seed, 2);
-        r->pool = tt_make_pool(w);
+        unsigned w = 2 + th_rng_below(&seed, 2);
+        r->pool = th_make_pool(w);
         r->width = tt_pool_width(r->pool);
-        r->kind0 = (int)tt_rng_below(&seed, K_COUNT);
+        r->kind0 = (int)th_rng_below(&seed, K_COUNT);
         for (int k = 0; k < NTOK; k++)
             ck_assert_int_eq(tt_exec_init(&r->ex[k], r->pool, w), TT_OK);
-        unsigned my_delay = tt_rng_below(&seed, 300);
-        tt_tbarrier_init(&r->go, 2);
+        unsigned my_delay = th_rng_below(&seed, 300);
+        th_tbarrier_init(&r->go, 2);
         pthread_t t;
         ck_assert_int_eq(pthread_create(&t, NULL, entry_main, r), 0);
-        tt_tbarrier_wait(&r->go, 30);
-        tt_spin_us(my_delay);
+        th_tbarrier_wait(&r->go, 30);
+        th_spin_us(my_delay);
         int drc;
         while ((drc = tt_pool_destroy(r->pool)) == TT_EBUSY)
             busy++;
         ck_assert_msg(drc == TT_OK, "destroy racing entries: %s", tt_status_name(drc));
-        ck_assert(tt_join_timeout(t, 60));
+        ck_assert(th_join_timeout(t, 60));
         bool refused = false;
         char trail[NTOK * 8 + 1];
         trail[0] = 0;
@@ -147,7 +148,7 @@ START_TEST(test_destroy_races_entries)
         }
         refused_rounds += refused;
         ck_assert_int_eq(atomic_load(&r->ran_after_refusal), 0);
-        tt_tbarrier_destroy(&r->go);
+        th_tbarrier_destroy(&r->go);
         free(r);
     }
     fprintf(stderr, "destroy race: %u rounds, %u destroys refused first, %u rounds with refused "
@@ -157,7 +158,7 @@ START_TEST(test_destroy_races_entries)
     if (rounds >= 200 && TT_PARALLEL_ENABLED)
         ck_assert_msg(busy > 0 && refused_rounds > 0, "no race: %u refused destroys, %u rounds",
                       busy, refused_rounds);
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -167,7 +168,7 @@ END_TEST
  * last entry leaves (no crash, no hang). */
 typedef struct queued {
     tt_pool *pool;
-    tt_flag in_job, waiter_started;
+    th_flag in_job, waiter_started;
     int member_destroy_rc;
     int waiter_rc;
     tt_exec wex;
@@ -176,7 +177,7 @@ typedef struct queued {
 static TT_TEST_UNUSED void *waiter_main(void *arg)
 {
     queued *q = arg;
-    tt_flag_set(&q->waiter_started, 1);
+    th_flag_set(&q->waiter_started, 1);
     static race none;
     q->waiter_rc = tt_fork(&q->wex, 2, r_job, &none);
     return NULL;
@@ -187,27 +188,27 @@ static TT_TEST_UNUSED void holder_job(void *arg, unsigned i, tt_exec *child)
     (void)child;
     queued *q = arg;
     if (i == 0) {
-        tt_flag_wait_ge(&q->waiter_started, 1, 30);
-        tt_sleep_us(2000); /* the waiter claims and queues for the slots */
+        th_flag_wait_ge(&q->waiter_started, 1, 30);
+        th_sleep_us(2000); /* the waiter claims and queues for the slots */
         q->member_destroy_rc = tt_pool_destroy(q->pool);
-        tt_sleep_us(2000);
+        th_sleep_us(2000);
     }
 }
 
 START_TEST(test_member_destroy_with_queued_waiter)
 {
 #if TT_PARALLEL_ENABLED
-    for (unsigned r = 0; r < tt_iters(20); r++) {
+    for (unsigned r = 0; r < th_iters(20); r++) {
         queued q;
         memset(&q, 0, sizeof q);
-        q.pool = tt_make_pool(2);
+        q.pool = th_make_pool(2);
         ck_assert_int_eq(tt_exec_init(&q.wex, q.pool, 2), TT_OK);
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, q.pool, 2), TT_OK);
         pthread_t t;
         ck_assert_int_eq(pthread_create(&t, NULL, waiter_main, &q), 0);
         ck_assert_int_eq(tt_fork(&ex, 2, holder_job, &q), TT_OK);
-        ck_assert(tt_join_timeout(t, 60));
+        ck_assert(th_join_timeout(t, 60));
         ck_assert_int_eq(q.member_destroy_rc, TT_OK);
         ck_assert_msg(q.waiter_rc == TT_OK || q.waiter_rc == TT_EDESTROYED, "queued waiter: %s",
                       tt_status_name(q.waiter_rc));
@@ -235,7 +236,7 @@ typedef struct stale {
     _Atomic int wrong;  /* a stale entry that did not refuse */
     _Atomic int ran;    /* work that ran on a stale token   */
     _Atomic long tries;
-    tt_flag started;    /* set after the first try           */
+    th_flag started;    /* set after the first try           */
 } stale;
 
 static void stale_job(void *arg, unsigned i, tt_exec *child)
@@ -256,7 +257,7 @@ static void *stale_main(void *arg)
         if (rc != TT_EDESTROYED)
             atomic_fetch_add(&st->wrong, 1);
         atomic_fetch_add(&st->tries, 1);
-        tt_flag_set(&st->started, 1);
+        th_flag_set(&st->started, 1);
     }
     return NULL;
 }
@@ -269,7 +270,7 @@ START_TEST(test_stale_entries_across_reuse)
      * the list that tt_pool_create takes from. */
     tt_pool *old[8];
     for (int i = 0; i < 8; i++) {
-        old[i] = tt_make_pool(1 + i % 2);
+        old[i] = th_make_pool(1 + i % 2);
         ck_assert_int_eq(tt_exec_init(&st.ex[i], old[i], 1 + i % 2), TT_OK);
     }
     for (int i = 0; i < 8; i++)
@@ -278,22 +279,22 @@ START_TEST(test_stale_entries_across_reuse)
     ck_assert_int_eq(pthread_create(&t, NULL, stale_main, &st), 0);
     /* The rounds start once the stale thread is running (a quick run's 20
      * rounds can otherwise end before it has been scheduled at all). */
-    ck_assert_msg(tt_flag_wait_ge(&st.started, 1, 30), "the stale thread never ran");
-    unsigned rounds = tt_iters(400);
+    ck_assert_msg(th_flag_wait_ge(&st.started, 1, 30), "the stale thread never ran");
+    unsigned rounds = th_iters(400);
     for (unsigned r = 0; r < rounds; r++) {
-        tt_pool *p = tt_make_pool(1 + r % 2);
+        tt_pool *p = th_make_pool(1 + r % 2);
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, p, 1), TT_OK);
         ck_assert_int_eq(tt_fork(&ex, 1, stale_job, &(stale){0}), TT_OK);
-        uint64_t end = tt_now_ns() + 10ull * 1000000000ull;
+        uint64_t end = th_now_ns() + 10ull * 1000000000ull;
         int rc;
-        while ((rc = tt_pool_destroy(p)) == TT_EBUSY && tt_now_ns() < end)
+        while ((rc = tt_pool_destroy(p)) == TT_EBUSY && th_now_ns() < end)
             sched_yield();
         ck_assert_msg(rc == TT_OK, "round %u: a new pool on a recycled object: destroy %s", r,
                       tt_status_name(rc));
     }
     atomic_store(&st.stop, true);
-    ck_assert(tt_join_timeout(t, 60));
+    ck_assert(th_join_timeout(t, 60));
     ck_assert_msg(atomic_load(&st.wrong) == 0, "%d stale entries did not refuse",
                   atomic_load(&st.wrong));
     ck_assert_int_eq(atomic_load(&st.ran), 0);
@@ -308,15 +309,13 @@ END_TEST
  * entry see the new generation and count itself out. 0.1.0 reset the
  * count when it reused the object: the count out wrapped, and the new pool
  * refused its destroy forever. */
-void tt__test_entry_count_in(tt_pool *p);
-void tt__test_entry_count_out(tt_pool *p);
 
 START_TEST(test_entry_count_survives_reuse)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
     tt__test_entry_count_in(p);
-    tt_pool *q = tt_make_pool(2);
+    tt_pool *q = th_make_pool(2);
     ck_assert_msg(q == p, "the retired pool object was not reused (the test needs it)");
     /* the stale entry is still counted: the new pool is busy, not broken */
     ck_assert_int_eq(tt_pool_destroy(q), TT_EBUSY);
@@ -333,11 +332,10 @@ END_TEST
  * pool's `doomed` flag under the lock and tore down outside it, and a plain
  * thread's destroy that read `retired` still false took the normal path:
  * two teardowns of one object (two live pools on it, or a double free). */
-unsigned long tt__test_pool_teardowns(void);
 
 typedef struct double_destroy {
     tt_pool *pool;
-    tt_tbarrier go;
+    th_tbarrier go;
     unsigned delay_us;
     _Atomic int plain_rc; /* a code no destroy may return here    */
     _Atomic int plain_ok;
@@ -351,7 +349,7 @@ typedef struct double_destroy {
 static void *plain_destroyer(void *arg)
 {
     double_destroy *d = arg;
-    tt_tbarrier_wait(&d->go, tt_timeout(30));
+    th_tbarrier_wait(&d->go, th_timeout(30));
     while (!atomic_load(&d->stop)) {
         int rc = tt_pool_destroy(d->pool);
         if (rc == TT_OK)
@@ -367,33 +365,33 @@ static void member_destroy_job(void *arg, unsigned i, tt_exec *child)
     (void)child;
     double_destroy *d = arg;
     if (i == 0) {
-        tt_tbarrier_wait(&d->go, tt_timeout(30));
-        tt_spin_us(d->delay_us);
+        th_tbarrier_wait(&d->go, th_timeout(30));
+        th_spin_us(d->delay_us);
         atomic_store(&d->member_rc, tt_pool_destroy(d->pool));
     }
-    tt_spin_us(d->delay_us / 2);
+    th_spin_us(d->delay_us / 2);
 }
 
 START_TEST(test_second_destroy_never_tears_down_twice)
 {
 #if TT_PARALLEL_ENABLED
     uint64_t seed = 0x5eed;
-    for (unsigned r = 0; r < tt_iters(200); r++) {
+    for (unsigned r = 0; r < th_iters(200); r++) {
         double_destroy d;
         memset(&d, 0, sizeof d);
-        d.pool = tt_make_pool(2);
-        d.delay_us = tt_rng_below(&seed, 200);
-        tt_tbarrier_init(&d.go, 2);
+        d.pool = th_make_pool(2);
+        d.delay_us = th_rng_below(&seed, 200);
+        th_tbarrier_init(&d.go, 2);
         unsigned long before = tt__test_pool_teardowns();
         pthread_t t;
         ck_assert_int_eq(pthread_create(&t, NULL, plain_destroyer, &d), 0);
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, d.pool, 2), TT_OK);
         ck_assert_int_eq(tt_fork(&ex, 2, member_destroy_job, &d), TT_OK);
-        tt_spin_us(50); /* the destroyer goes on through the teardown */
+        th_spin_us(50); /* the destroyer goes on through the teardown */
         atomic_store(&d.stop, true);
-        ck_assert(tt_join_timeout(t, 60));
-        tt_tbarrier_destroy(&d.go);
+        ck_assert(th_join_timeout(t, 60));
+        th_tbarrier_destroy(&d.go);
         ck_assert_int_eq(atomic_load(&d.member_rc), TT_OK);
         ck_assert_msg(atomic_load(&d.plain_rc) == TT_OK, "plain destroy: %s",
                       tt_status_name(atomic_load(&d.plain_rc)));
@@ -402,7 +400,7 @@ START_TEST(test_second_destroy_never_tears_down_twice)
         ck_assert_int_eq(tt_pool_destroy(d.pool), TT_EDESTROYED);
         ck_assert_uint_eq(tt__test_pool_teardowns() - before, 1);
         /* The object went back once: two new pools are two objects. */
-        tt_pool *a = tt_make_pool(2), *b = tt_make_pool(2);
+        tt_pool *a = th_make_pool(2), *b = th_make_pool(2);
         ck_assert_ptr_ne(a, b);
         ck_assert_int_eq(tt_pool_destroy(a), TT_OK);
         ck_assert_int_eq(tt_pool_destroy(b), TT_OK);
@@ -416,7 +414,7 @@ END_TEST
  * bitmap that the destroy had freed). */
 START_TEST(test_init_on_destroyed_handle)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_EDESTROYED);
@@ -438,11 +436,10 @@ END_TEST
  * fuzzer's AddressSanitizer SEGV in take_lowest, seed 59465). The test hook
  * runs the doom in that window: the mint is refused, or the token's entry
  * is, and nothing runs. */
-extern void (*tt__test_init_window)(tt_pool *pool);
 
 typedef struct doom_window {
     tt_pool *pool;
-    tt_flag in_job, go_doom, doomed, release;
+    th_flag in_job, go_doom, doomed, release;
     int member_rc;
     _Atomic int ran;
 } doom_window;
@@ -453,8 +450,8 @@ static void dw_hook(tt_pool *pool)
 {
     if (!dw_now || pool != dw_now->pool)
         return;
-    tt_flag_set(&dw_now->go_doom, 1);
-    tt_flag_wait_ge(&dw_now->doomed, 1, tt_timeout(30));
+    th_flag_set(&dw_now->go_doom, 1);
+    th_flag_wait_ge(&dw_now->doomed, 1, th_timeout(30));
 }
 
 static void dw_job(void *arg, unsigned i, tt_exec *child)
@@ -463,11 +460,11 @@ static void dw_job(void *arg, unsigned i, tt_exec *child)
     doom_window *d = arg;
     if (i != 0)
         return;
-    tt_flag_set(&d->in_job, 1);
-    tt_flag_wait_ge(&d->go_doom, 1, tt_timeout(30));
+    th_flag_set(&d->in_job, 1);
+    th_flag_wait_ge(&d->go_doom, 1, th_timeout(30));
     d->member_rc = tt_pool_destroy(d->pool);
-    tt_flag_set(&d->doomed, 1);
-    tt_flag_wait_ge(&d->release, 1, tt_timeout(30));
+    th_flag_set(&d->doomed, 1);
+    th_flag_wait_ge(&d->release, 1, th_timeout(30));
 }
 
 static void dw_body(void *arg, size_t b, size_t e)
@@ -495,10 +492,10 @@ static void *dw_holder(void *arg)
 static void dw_open(doom_window *d, unsigned width, void (**hook)(tt_pool *), pthread_t *t)
 {
     memset(d, 0, sizeof *d);
-    d->pool = tt_make_pool(width);
+    d->pool = th_make_pool(width);
     ck_assert_int_eq(pthread_create(t, NULL, dw_holder, d), 0);
     /* The holder's own mint is done and its job runs on a member. */
-    ck_assert(tt_flag_wait_ge(&d->in_job, 1, tt_timeout(30)));
+    ck_assert(th_flag_wait_ge(&d->in_job, 1, th_timeout(30)));
     dw_now = d;
     *hook = dw_hook;
 }
@@ -517,8 +514,8 @@ static void dw_close(doom_window *d, void (**hook)(tt_pool *))
  * ran on the doomed pool. */
 static void dw_release(doom_window *d, pthread_t t)
 {
-    tt_flag_set(&d->release, 1);
-    ck_assert(tt_join_timeout(t, 60));
+    th_flag_set(&d->release, 1);
+    ck_assert(th_join_timeout(t, 60));
     ck_assert_int_eq(atomic_load(&d->ran), 0);
 }
 
@@ -549,7 +546,6 @@ END_TEST
  * the two gave the team the doomed pool's new generation, and its leads'
  * entries ran on a pool that refuses new entries. The generation is now
  * read under the lock, before the state. */
-extern void (*tt__test_into_team_window)(tt_pool *pool);
 
 START_TEST(test_into_team_racing_member_destroy)
 {
@@ -589,7 +585,7 @@ END_TEST
  * budget-1 entry took an inline slot from the freed bitmap. */
 typedef struct mint_race {
     tt_pool *pool;
-    tt_tbarrier go;
+    th_tbarrier go;
     _Atomic int wrong;
     _Atomic int ran;
 } mint_race;
@@ -604,7 +600,7 @@ static void mr_body(void *arg, size_t b, size_t e)
 static void *mr_main(void *arg)
 {
     mint_race *m = arg;
-    tt_tbarrier_wait(&m->go, tt_timeout(30));
+    th_tbarrier_wait(&m->go, th_timeout(30));
     for (int k = 0; k < 64; k++) {
         tt_exec ex;
         int rc = tt_exec_init(&ex, m->pool, 1 + (unsigned)(k & 1));
@@ -621,21 +617,21 @@ static void *mr_main(void *arg)
 START_TEST(test_mint_racing_destroy)
 {
     uint64_t seed = 0x317;
-    for (unsigned r = 0; r < tt_iters(300); r++) {
+    for (unsigned r = 0; r < th_iters(300); r++) {
         mint_race m;
         memset(&m, 0, sizeof m);
-        m.pool = tt_make_pool(2);
-        tt_tbarrier_init(&m.go, 2);
+        m.pool = th_make_pool(2);
+        th_tbarrier_init(&m.go, 2);
         pthread_t t;
         ck_assert_int_eq(pthread_create(&t, NULL, mr_main, &m), 0);
-        tt_tbarrier_wait(&m.go, tt_timeout(30));
-        tt_spin_us(tt_rng_below(&seed, 40));
+        th_tbarrier_wait(&m.go, th_timeout(30));
+        th_spin_us(th_rng_below(&seed, 40));
         int drc;
         while ((drc = tt_pool_destroy(m.pool)) == TT_EBUSY)
             ;
         ck_assert_int_eq(drc, TT_OK);
-        ck_assert(tt_join_timeout(t, 60));
-        tt_tbarrier_destroy(&m.go);
+        ck_assert(th_join_timeout(t, 60));
+        th_tbarrier_destroy(&m.go);
         ck_assert_int_eq(atomic_load(&m.wrong), 0);
     }
 }
@@ -653,7 +649,7 @@ typedef struct handoff {
     tt_pool *pool;
     unsigned width, rounds;
     uint64_t seed;
-    tt_live *live; /* one count for all threads: the width caps them together */
+    th_live *live; /* one count for all threads: the width caps them together */
     _Atomic int bad_rc;
     _Atomic unsigned jobs;
     unsigned expected; /* the jobs and calls its roots asked for */
@@ -664,10 +660,10 @@ static void ho_job(void *arg, unsigned i, tt_exec *child)
     (void)i;
     (void)child;
     handoff *h = arg;
-    tt_live_enter(h->live);
-    tt_spin_us(2);
+    th_live_enter(h->live);
+    th_spin_us(2);
     atomic_fetch_add(&h->jobs, 1);
-    tt_live_leave(h->live);
+    th_live_leave(h->live);
 }
 static void ho_bcast(void *arg, unsigned i) { ho_job(arg, i, NULL); }
 
@@ -676,11 +672,11 @@ static void *ho_main(void *arg)
     handoff *h = arg;
     uint64_t seed = h->seed;
     for (unsigned r = 0; r < h->rounds; r++) {
-        unsigned b = 1 + tt_rng_below(&seed, h->width);
+        unsigned b = 1 + th_rng_below(&seed, h->width);
         tt_exec ex;
         int rc = tt_exec_init(&ex, h->pool, b);
         if (rc == TT_OK)
-            rc = tt_rng_below(&seed, 4) == 0 ? tt_broadcast(&ex, ho_bcast, h)
+            rc = th_rng_below(&seed, 4) == 0 ? tt_broadcast(&ex, ho_bcast, h)
                                              : tt_fork(&ex, b, ho_job, h);
         h->expected += b;
         if (rc != TT_OK)
@@ -693,24 +689,24 @@ static void slot_handoff(unsigned width, unsigned rounds)
 {
     enum { NT = 4 };
     handoff h[NT];
-    tt_pool *pool = tt_make_pool(width);
-    unsigned w = tt_expect_width(width);
-    tt_live live;
-    tt_live_init(&live);
+    tt_pool *pool = th_make_pool(width);
+    unsigned w = th_expect_width(width);
+    th_live live;
+    th_live_init(&live);
     pthread_t t[NT];
     for (unsigned i = 0; i < NT; i++) {
         memset(&h[i], 0, sizeof h[i]);
         h[i].pool = pool;
         h[i].width = w;
         h[i].rounds = rounds;
-        h[i].seed = tt_seed_child(0x5107, i);
+        h[i].seed = th_seed_child(0x5107, i);
         h[i].live = &live;
     }
     for (unsigned i = 0; i < NT; i++)
         ck_assert_int_eq(pthread_create(&t[i], NULL, ho_main, &h[i]), 0);
     for (unsigned i = 0; i < NT; i++)
-        ck_assert_msg(tt_join_timeout(t[i], tt_timeout(120)), "width %u: thread %u hung", width, i);
-    int peak = tt_live_max(&live);
+        ck_assert_msg(th_join_timeout(t[i], th_timeout(120)), "width %u: thread %u hung", width, i);
+    int peak = th_live_max(&live);
     bool ok = true;
     for (unsigned i = 0; i < NT; i++)
         ok = ok && atomic_load(&h[i].bad_rc) == 0 && atomic_load(&h[i].jobs) == h[i].expected;
@@ -729,16 +725,16 @@ static void slot_handoff(unsigned width, unsigned rounds)
 
 START_TEST(test_slot_handoff)
 {
-    slot_handoff(2, tt_iters(2000));
-    slot_handoff(3, tt_iters(1000));
-    slot_handoff(65, tt_iters(20));
+    slot_handoff(2, th_iters(2000));
+    slot_handoff(3, th_iters(1000));
+    slot_handoff(65, th_iters(20));
 }
 END_TEST
 
 static Suite *races_suite(void)
 {
     Suite *s = suite_create("races");
-    TCase *tc = tt_tcase(s, "destroy", 120);
+    TCase *tc = th_tcase(s, "destroy", 120);
     tcase_add_test(tc, test_destroy_races_entries);
     tcase_add_test(tc, test_member_destroy_with_queued_waiter);
     tcase_add_test(tc, test_stale_entries_across_reuse);
@@ -752,4 +748,4 @@ static Suite *races_suite(void)
     return s;
 }
 
-int main(void) { return tt_run_suite(races_suite()); }
+int main(void) { return th_run_suite(races_suite()); }

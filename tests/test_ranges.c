@@ -23,7 +23,7 @@ typedef struct range_rec {
     _Atomic int on_caller[MAX_CALLS];
     _Atomic int overflow;
     pthread_t caller;
-    tt_live live;
+    th_live live;
 } range_rec;
 
 static void rec_init(range_rec *r, size_t len, bool hits)
@@ -31,7 +31,7 @@ static void rec_init(range_rec *r, size_t len, bool hits)
     memset(r, 0, sizeof *r);
     r->len = len;
     r->caller = pthread_self();
-    tt_live_init(&r->live);
+    th_live_init(&r->live);
     if (hits && len) {
         r->hits = calloc(len, 1);
         ck_assert_ptr_nonnull(r->hits);
@@ -47,7 +47,7 @@ static void rec_free(range_rec *r)
 static void body_rec(void *arg, size_t b, size_t e)
 {
     range_rec *r = arg;
-    tt_live_enter(&r->live);
+    th_live_enter(&r->live);
     int c = atomic_fetch_add(&r->calls, 1);
     if (c < MAX_CALLS) {
         atomic_store(&r->begin[c], b);
@@ -60,8 +60,8 @@ static void body_rec(void *arg, size_t b, size_t e)
         for (size_t i = b; i < e && i < r->len; i++)
             atomic_fetch_add(&r->hits[i], 1);
     }
-    tt_spin_us(1);
-    tt_live_leave(&r->live);
+    th_spin_us(1);
+    th_live_leave(&r->live);
 }
 
 static int cmp_begin(const void *a, const void *b)
@@ -81,8 +81,8 @@ static void check_ranges(range_rec *r, size_t len, size_t grain, unsigned budget
     }
     TT_REQUIRE(calls >= 1 && (unsigned)calls <= budget, "%s: %d body calls for budget %u", msg,
                   calls, budget);
-    TT_REQUIRE(tt_live_max(&r->live) <= (int)budget, "%s: %d bodies at once, budget %u", msg,
-                  tt_live_max(&r->live), budget);
+    TT_REQUIRE(th_live_max(&r->live) <= (int)budget, "%s: %d bodies at once, budget %u", msg,
+                  th_live_max(&r->live), budget);
     size_t rs[MAX_CALLS][2];
     for (int c = 0; c < calls; c++) {
         rs[c][0] = atomic_load(&r->begin[c]);
@@ -122,10 +122,10 @@ static void check_ranges(range_rec *r, size_t len, size_t grain, unsigned budget
 
 START_TEST(test_ranges_grid)
 {
-    tt_pool *pool = tt_make_pool(8);
+    tt_pool *pool = th_make_pool(8);
     static const size_t lens[] = {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 63, 64, 65, 100, 257, 1000, 4097};
     static const size_t grains[] = {1, 2, 3, 7, 16, 64, 1000, 5000};
-    unsigned rounds = tt_iters(3);
+    unsigned rounds = th_iters(3);
     unsigned n = 0;
     range_rec *r = malloc(sizeof *r);
     ck_assert_ptr_nonnull(r);
@@ -134,7 +134,7 @@ START_TEST(test_ranges_grid)
             for (size_t gi = 0; gi < TT_ARRAY_LEN(grains); gi++) {
                 for (unsigned b = 1; b <= 8; b++) {
                     /* quick mode: a subset of budgets */
-                    if (tt_test_quick() && b != 1 && b != 3 && b != 8)
+                    if (th_test_quick() && b != 1 && b != 3 && b != 8)
                         continue;
                     tt_exec ex;
                     ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
@@ -153,23 +153,23 @@ START_TEST(test_ranges_grid)
         }
     }
     free(r);
-    tt_free_pool(pool);
+    th_free_pool(pool);
     ck_assert_uint_gt(n, 0);
 }
 END_TEST
 
 START_TEST(test_ranges_random)
 {
-    tt_pool *pool = tt_make_pool(8);
+    tt_pool *pool = th_make_pool(8);
     uint64_t seed = 0x5eed0001u;
-    unsigned iters = tt_iters(3000);
+    unsigned iters = th_iters(3000);
     range_rec *r = malloc(sizeof *r);
     ck_assert_ptr_nonnull(r);
     for (unsigned it = 0; it < iters; it++) {
-        uint64_t s = tt_seed_child(seed, it);
-        size_t len = tt_rng_below(&s, 3) == 0 ? tt_rng_below(&s, 20) : tt_rng_below(&s, 5000);
-        size_t grain = 1 + tt_rng_below(&s, tt_rng_below(&s, 2) ? 10 : 2000);
-        unsigned b = 1 + tt_rng_below(&s, 8);
+        uint64_t s = th_seed_child(seed, it);
+        size_t len = th_rng_below(&s, 3) == 0 ? th_rng_below(&s, 20) : th_rng_below(&s, 5000);
+        size_t grain = 1 + th_rng_below(&s, th_rng_below(&s, 2) ? 10 : 2000);
+        unsigned b = 1 + th_rng_below(&s, 8);
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
         rec_init(r, len, true);
@@ -181,14 +181,14 @@ START_TEST(test_ranges_random)
         rec_free(r);
     }
     free(r);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
 START_TEST(test_ranges_huge_len)
 {
     /* no index memory: only the range arithmetic (no overflow near SIZE_MAX) */
-    tt_pool *pool = tt_make_pool(8);
+    tt_pool *pool = th_make_pool(8);
     static const size_t cases[][2] = {
         {SIZE_MAX, 1}, {SIZE_MAX, SIZE_MAX / 2}, {SIZE_MAX, SIZE_MAX / 3}, {SIZE_MAX - 1, 7},
         {SIZE_MAX, SIZE_MAX}, {SIZE_MAX / 2 + 1, SIZE_MAX / 4}, {(size_t)1 << 40, 1},
@@ -208,13 +208,13 @@ START_TEST(test_ranges_huge_len)
         }
     }
     free(r);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
 START_TEST(test_ranges_serial_and_limited)
 {
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     range_rec *r = malloc(sizeof *r);
     ck_assert_ptr_nonnull(r);
     /* a serial token: one range [0, len) on the caller */
@@ -241,7 +241,7 @@ START_TEST(test_ranges_serial_and_limited)
     }
     tt_exec_finish(&p);
     free(r);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -264,7 +264,7 @@ static void job_ranges(void *arg, unsigned i, tt_exec *child)
 
 START_TEST(test_ranges_nested)
 {
-    tt_pool *pool = tt_make_pool(8);
+    tt_pool *pool = th_make_pool(8);
     static const unsigned cases[][4] = {
         /* root budget, jobs, len, grain */
         {8, 2, 1000, 1}, {8, 3, 100, 10}, {8, 4, 7, 1}, {6, 2, 5, 10}, {8, 8, 64, 4}, {8, 1, 333, 2},
@@ -293,7 +293,7 @@ START_TEST(test_ranges_nested)
         }
     }
     free(n);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
@@ -306,8 +306,8 @@ typedef struct dyn_rec {
     size_t len, grain;
     _Atomic size_t calls;
     _Atomic int bad_chunk; /* a call that is not exactly one chunk */
-    tt_live live;
-    tt_thread_set threads;
+    th_live live;
+    th_thread_set threads;
 } dyn_rec;
 
 static void dyn_init(dyn_rec *r, size_t len, size_t grain)
@@ -315,8 +315,8 @@ static void dyn_init(dyn_rec *r, size_t len, size_t grain)
     memset(r, 0, sizeof *r);
     r->len = len;
     r->grain = grain;
-    tt_live_init(&r->live);
-    tt_thread_set_init(&r->threads);
+    th_live_init(&r->live);
+    th_thread_set_init(&r->threads);
     if (len) {
         r->hits = calloc(len, 1);
         ck_assert_ptr_nonnull(r->hits);
@@ -327,21 +327,21 @@ static void dyn_free(dyn_rec *r)
 {
     free((void *)r->hits);
     r->hits = NULL;
-    tt_thread_set_destroy(&r->threads);
+    th_thread_set_destroy(&r->threads);
 }
 
 static void dyn_body(void *arg, size_t b, size_t e)
 {
     dyn_rec *r = arg;
-    tt_live_enter(&r->live);
+    th_live_enter(&r->live);
     atomic_fetch_add(&r->calls, 1);
-    tt_thread_set_add(&r->threads, pthread_self());
+    th_thread_set_add(&r->threads, pthread_self());
     size_t want = r->len - b < r->grain ? r->len : b + r->grain;
     if (b % r->grain != 0 || e != want || b >= r->len)
         atomic_fetch_add(&r->bad_chunk, 1);
     for (size_t i = b; i < e && i < r->len; i++)
         atomic_fetch_add(&r->hits[i], 1);
-    tt_live_leave(&r->live);
+    th_live_leave(&r->live);
 }
 
 /* Chunks of exactly `grain` (the last shorter), one call each, every index
@@ -357,26 +357,26 @@ static void check_dyn(dyn_rec *r, unsigned budget, const char *msg)
     for (size_t i = 0; i < r->len; i++)
         TT_REQUIRE(atomic_load(&r->hits[i]) == 1, "%s: index %zu covered %d times", msg, i,
                    (int)atomic_load(&r->hits[i]));
-    TT_REQUIRE(tt_live_max(&r->live) <= (int)budget, "%s: %d bodies at once, budget %u", msg,
-               tt_live_max(&r->live), budget);
+    TT_REQUIRE(th_live_max(&r->live) <= (int)budget, "%s: %d bodies at once, budget %u", msg,
+               th_live_max(&r->live), budget);
     unsigned tasks = chunks < budget ? (unsigned)chunks : budget;
-    TT_REQUIRE(tt_thread_set_size(&r->threads) <= (chunks ? tasks : 0),
-               "%s: %u threads for %u tasks", msg, tt_thread_set_size(&r->threads), tasks);
+    TT_REQUIRE(th_thread_set_size(&r->threads) <= (chunks ? tasks : 0),
+               "%s: %u threads for %u tasks", msg, th_thread_set_size(&r->threads), tasks);
 }
 
 START_TEST(test_dynamic_grid)
 {
-    tt_pool *pool = tt_make_pool(6);
+    tt_pool *pool = th_make_pool(6);
     static const size_t lens[] = {0, 1, 2, 3, 7, 8, 9, 63, 64, 65, 100, 1000, 4097};
     static const size_t grains[] = {1, 2, 3, 7, 16, 64, 5000};
     dyn_rec *r = malloc(sizeof *r);
     ck_assert_ptr_nonnull(r);
     unsigned n = 0;
-    for (unsigned round = 0; round < tt_iters(2); round++) {
+    for (unsigned round = 0; round < th_iters(2); round++) {
         for (size_t li = 0; li < TT_ARRAY_LEN(lens); li++) {
             for (size_t gi = 0; gi < TT_ARRAY_LEN(grains); gi++) {
                 for (unsigned b = 1; b <= 6; b++) {
-                    if (tt_test_quick() && b != 1 && b != 2 && b != 6)
+                    if (th_test_quick() && b != 1 && b != 2 && b != 6)
                         continue;
                     tt_exec ex;
                     ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
@@ -400,7 +400,7 @@ START_TEST(test_dynamic_grid)
         }
     }
     free(r);
-    tt_free_pool(pool);
+    th_free_pool(pool);
     ck_assert_uint_gt(n, 0);
 }
 END_TEST
@@ -421,13 +421,13 @@ static TT_TEST_UNUSED void irregular_body(void *arg, size_t b, size_t e)
     irregular *g = arg;
     atomic_fetch_add(&g->calls, 1);
     if (b == 0) {
-        uint64_t end = tt_now_ns() + (uint64_t)(tt_timeout(10) * 1e9);
-        while (atomic_load(&g->done) < g->len - (e - b) && tt_now_ns() < end)
-            tt_sleep_us(100);
+        uint64_t end = th_now_ns() + (uint64_t)(th_timeout(10) * 1e9);
+        while (atomic_load(&g->done) < g->len - (e - b) && th_now_ns() < end)
+            th_sleep_us(100);
         if (atomic_load(&g->done) < g->len - (e - b))
             atomic_store(&g->timed_out, 1);
     } else {
-        tt_spin_us((unsigned)(b % 7)); /* uneven, short */
+        th_spin_us((unsigned)(b % 7)); /* uneven, short */
     }
     atomic_fetch_add(&g->done, e - b);
 }
@@ -435,9 +435,9 @@ static TT_TEST_UNUSED void irregular_body(void *arg, size_t b, size_t e)
 START_TEST(test_dynamic_irregular)
 {
 #if TT_PARALLEL_ENABLED
-    tt_pool *pool = tt_make_pool(3);
+    tt_pool *pool = th_make_pool(3);
     for (unsigned b = 2; b <= tt_pool_width(pool); b++) {
-        for (unsigned round = 0; round < tt_iters(10); round++) {
+        for (unsigned round = 0; round < th_iters(10); round++) {
             tt_exec ex;
             ck_assert_int_eq(tt_exec_init(&ex, pool, b), TT_OK);
             irregular g = {.len = 200};
@@ -448,7 +448,7 @@ START_TEST(test_dynamic_irregular)
             ck_assert_int_eq(atomic_load(&g.calls), 50);
         }
     }
-    tt_free_pool(pool);
+    th_free_pool(pool);
 #endif
 }
 END_TEST
@@ -482,7 +482,7 @@ static void dyn_scope(void *arg, tt_scope *scope)
 
 START_TEST(test_dynamic_tokens)
 {
-    tt_pool *pool = tt_make_pool(4);
+    tt_pool *pool = th_make_pool(4);
     unsigned w = tt_pool_width(pool);
     dyn_rec *r = malloc(sizeof *r);
     ck_assert_ptr_nonnull(r);
@@ -529,27 +529,27 @@ START_TEST(test_dynamic_tokens)
     ck_assert_int_eq(tt_team_scope(&ex, dyn_scope, r), TT_OK);
     check_dyn(r, w, "team token");
     dyn_free(r);
-    tt_assert_no_failures();
+    th_assert_no_failures();
     free(r);
-    tt_free_pool(pool);
+    th_free_pool(pool);
 }
 END_TEST
 
 static Suite *ranges_suite(void)
 {
     Suite *s = suite_create("ranges");
-    TCase *tc = tt_tcase(s, "grid", 120);
+    TCase *tc = th_tcase(s, "grid", 120);
     tcase_add_test(tc, test_ranges_grid);
     tcase_add_test(tc, test_ranges_random);
     tcase_add_test(tc, test_ranges_huge_len);
-    tc = tt_tcase(s, "tokens", 60);
+    tc = th_tcase(s, "tokens", 60);
     tcase_add_test(tc, test_ranges_serial_and_limited);
     tcase_add_test(tc, test_ranges_nested);
-    tc = tt_tcase(s, "dynamic", 120);
+    tc = th_tcase(s, "dynamic", 120);
     tcase_add_test(tc, test_dynamic_grid);
     tcase_add_test(tc, test_dynamic_irregular);
     tcase_add_test(tc, test_dynamic_tokens);
     return s;
 }
 
-int main(void) { return tt_run_suite(ranges_suite()); }
+int main(void) { return th_run_suite(ranges_suite()); }

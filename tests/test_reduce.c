@@ -18,10 +18,8 @@
 
 #include "threadteam.h"
 #include "tt_test.h"
+#include "test_hooks.h"
 
-/* Internal to the library (alloc.c): the Nth allocation from now fails;
- * 0 disarms. The tests link the static library. */
-void tt__fault_inject(long alloc_nth, long thread_nth);
 
 /* ------------------------------------------------------------------------ */
 /* The documented partition and tree, written out here independently         */
@@ -87,7 +85,7 @@ static double *make_data(size_t len, uint64_t seed)
     double *x = malloc((len ? len : 1) * sizeof *x);
     ck_assert_ptr_nonnull(x);
     for (size_t i = 0; i < len; i++) {
-        uint64_t r = tt_rng_next(&seed);
+        uint64_t r = th_rng_next(&seed);
         switch (r % 5) {
         case 0: x[i] = 1e16; break;
         case 1: x[i] = -1e16; break;
@@ -126,11 +124,11 @@ static void check_sum_on(tt_exec *ex, const double *x, size_t len, size_t grain,
 
 START_TEST(sum_bits_every_budget_and_width)
 {
-    unsigned cpus = tt_affinity_cpus();
+    unsigned cpus = th_affinity_cpus();
     unsigned widths[] = {1, 2, 3, 4, 2 * cpus + 1};
     tt_pool *pools[N_OF(widths)];
     for (size_t wi = 0; wi < N_OF(widths); wi++)
-        pools[wi] = tt_make_pool(widths[wi]);
+        pools[wi] = th_make_pool(widths[wi]);
     bool order_matters = false;
     for (size_t li = 0; li < N_OF(k_lens); li++) {
         size_t len = k_lens[li];
@@ -157,7 +155,7 @@ START_TEST(sum_bits_every_budget_and_width)
         free(x);
     }
     for (size_t wi = 0; wi < N_OF(widths); wi++)
-        tt_free_pool(pools[wi]);
+        th_free_pool(pools[wi]);
     /* The data must make the order visible, or the test proves nothing. */
     ck_assert_msg(order_matters, "the test data sums the same in every order");
 }
@@ -168,14 +166,14 @@ START_TEST(sum_bits_many_runs)
     size_t len = 100003, grain = 512;
     double *x = make_data(len, 99);
     double want = ref_sum(x, len, grain);
-    tt_pool *p = tt_make_pool(4);
-    unsigned runs = tt_iters(200);
+    tt_pool *p = th_make_pool(4);
+    unsigned runs = th_iters(200);
     for (unsigned r = 0; r < runs; r++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, p, 1 + r % tt_pool_width(p)), TT_OK);
         check_sum_on(&ex, x, len, grain, want, "repeated");
     }
-    tt_free_pool(p);
+    th_free_pool(p);
     free(x);
 }
 END_TEST
@@ -215,7 +213,7 @@ START_TEST(sum_from_tasks_and_scopes)
     size_t len = 30011, grain = 37;
     double *x = make_data(len, 5);
     nested_arg n = {.x = x, .len = len, .grain = grain, .want = ref_sum(x, len, grain)};
-    tt_pool *p = tt_make_pool(4);
+    tt_pool *p = th_make_pool(4);
     for (unsigned b = 1; b <= tt_pool_width(p); b++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, p, b), TT_OK);
@@ -224,7 +222,7 @@ START_TEST(sum_from_tasks_and_scopes)
         ck_assert_int_eq(tt_team_scope(&ex, nested_scope, &n), TT_OK);
     }
     ck_assert_uint_eq(atomic_load(&n.bad), 0);
-    tt_free_pool(p);
+    th_free_pool(p);
     free(x);
 }
 END_TEST
@@ -271,7 +269,7 @@ static void span_body(void *arg, size_t begin, size_t end, void *acc)
     s->first = begin;
     s->end = end;
     s->blocks = 1;
-    s->mix = tt_mix64(begin * 1000003u + end);
+    s->mix = th_mix64(begin * 1000003u + end);
 }
 
 static void span_combine(void *arg, void *into, const void *from)
@@ -283,7 +281,7 @@ static void span_combine(void *arg, void *into, const void *from)
         l->bad++;
     l->end = r->end;
     l->blocks += r->blocks;
-    l->mix = tt_mix64(l->mix * 31u + r->mix);
+    l->mix = th_mix64(l->mix * 31u + r->mix);
     l->bad += r->bad;
 }
 
@@ -322,11 +320,11 @@ static span_acc ref_span(size_t len, size_t grain)
 
 START_TEST(user_combine_struct)
 {
-    unsigned widths[] = {1, 2, 3, 4, 2 * tt_affinity_cpus() + 1};
+    unsigned widths[] = {1, 2, 3, 4, 2 * th_affinity_cpus() + 1};
     size_t lens[] = {1, 5, 100, 1023, 1024, 1025, 7777};
     size_t grains[] = {1, 2, 10, 333, 5000};
     for (size_t wi = 0; wi < N_OF(widths); wi++) {
-        tt_pool *p = tt_make_pool(widths[wi]);
+        tt_pool *p = th_make_pool(widths[wi]);
         for (size_t li = 0; li < N_OF(lens); li++) {
             for (size_t gi = 0; gi < N_OF(grains); gi++) {
                 size_t len = lens[li], grain = grains[gi];
@@ -352,7 +350,7 @@ START_TEST(user_combine_struct)
                 }
             }
         }
-        tt_free_pool(p);
+        th_free_pool(p);
     }
 }
 END_TEST
@@ -377,14 +375,14 @@ static void ref_loc(const double *x, size_t len, bool max, double *v, size_t *id
 
 START_TEST(minloc_maxloc_ties_lowest_index)
 {
-    unsigned widths[] = {1, 2, 3, 4, 2 * tt_affinity_cpus() + 1};
+    unsigned widths[] = {1, 2, 3, 4, 2 * th_affinity_cpus() + 1};
     size_t len = 5003;
     double *x = malloc(len * sizeof *x);
     ck_assert_ptr_nonnull(x);
     uint64_t seed = 42;
     for (size_t i = 0; i < len; i++) {
         /* Few distinct values: the extremes occur many times. Some NaN. */
-        uint64_t r = tt_rng_next(&seed);
+        uint64_t r = th_rng_next(&seed);
         x[i] = r % 97 == 0 ? NAN : (double)(int)(r % 7) - 3.0;
     }
     x[0] = NAN; /* a NaN first must not win */
@@ -399,7 +397,7 @@ START_TEST(minloc_maxloc_ties_lowest_index)
             ties += x[i] == wv;
         ck_assert_uint_gt(ties, 10);
         for (size_t k = 0; k < N_OF(widths); k++) {
-            tt_pool *p = tt_make_pool(widths[k]);
+            tt_pool *p = th_make_pool(widths[k]);
             for (unsigned b = 1; b <= tt_pool_width(p); b++) {
                 for (size_t grain = 1; grain <= 4096; grain *= 8) {
                     tt_exec ex;
@@ -414,7 +412,7 @@ START_TEST(minloc_maxloc_ties_lowest_index)
                                   max ? "max" : "min", b, grain, v, idx, wv, wi);
                 }
             }
-            tt_free_pool(p);
+            th_free_pool(p);
         }
     }
     /* Every element NaN, and len 0: NaN at SIZE_MAX. */
@@ -457,7 +455,7 @@ static void seven_init(void *arg, void *acc)
 
 START_TEST(errors_and_consumption)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, p, 2), TT_OK);
     double r = -1.0;
@@ -527,7 +525,7 @@ START_TEST(errors_and_consumption)
     memset(&bad, 0, sizeof bad);
     ck_assert_int_eq(tt_reduce_sum_d(&bad, 10, 1, slice_sum, &r, &r), TT_EINVAL);
     ck_assert_int_eq(tt_reduce_sum_d(NULL, 10, 1, slice_sum, &r, &r), TT_EINVAL);
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -536,7 +534,7 @@ END_TEST
  * same token then runs it. */
 START_TEST(partials_allocation_fails)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     size_t len = 20000;
     double *x = make_data(len, 7);
     double want = ref_sum(x, len, 1), got = -1.0;
@@ -559,7 +557,7 @@ START_TEST(partials_allocation_fails)
     ck_assert_msg(rc == TT_OK, "%s", tt_status_name(rc));
     ck_assert(same_bits(got, ref_sum(x, len, len / 8)));
     free(x);
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -579,4 +577,4 @@ static Suite *reduce_suite(void)
     return s;
 }
 
-int main(void) { return tt_run_suite(reduce_suite()); }
+int main(void) { return th_run_suite(reduce_suite()); }

@@ -57,7 +57,7 @@ static void scope_fails(void *arg, tt_scope *scope)
 START_TEST(scope_function_fails)
 {
     for (unsigned width = 1; width <= 4; width++) {
-        tt_pool *p = tt_make_pool(width);
+        tt_pool *p = th_make_pool(width);
         for (unsigned b = 1; b <= tt_pool_width(p); b++) {
             tt_exec ex;
             ck_assert_int_eq(tt_exec_init(&ex, p, b), TT_OK);
@@ -74,7 +74,7 @@ START_TEST(scope_function_fails)
             fail_ctx g = {0};
             ck_assert_int_eq(tt_team_scope(&ex, scope_fails, &g), CODE_A);
         }
-        tt_free_pool(p);
+        th_free_pool(p);
     }
 }
 END_TEST
@@ -110,7 +110,7 @@ static void scope_section_fails(void *arg, tt_scope *scope)
 START_TEST(section_fails_first_wins)
 {
     for (unsigned width = 1; width <= 4; width++) {
-        tt_pool *p = tt_make_pool(width);
+        tt_pool *p = th_make_pool(width);
         for (unsigned b = 1; b <= tt_pool_width(p); b++) {
             tt_exec ex;
             ck_assert_int_eq(tt_exec_init(&ex, p, b), TT_OK);
@@ -123,7 +123,7 @@ START_TEST(section_fails_first_wins)
              * section after the failure never ran. */
             ck_assert_uint_eq(atomic_load(&f.sections_run), f.size);
         }
-        tt_free_pool(p);
+        th_free_pool(p);
     }
 }
 END_TEST
@@ -147,7 +147,7 @@ static void scope_split_fails(void *arg, tt_scope *scope)
 
 START_TEST(split_part_fails_scope)
 {
-    tt_pool *p = tt_make_pool(3);
+    tt_pool *p = th_make_pool(3);
     for (unsigned b = 1; b <= tt_pool_width(p); b++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, p, b), TT_OK);
@@ -157,7 +157,7 @@ START_TEST(split_part_fails_scope)
         ck_assert_int_eq(f.failed_seen, CODE_B);
         ck_assert_int_eq(f.rc_after, CODE_B);
     }
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -180,7 +180,7 @@ static void scope_nested(void *arg, tt_scope *scope)
 
 START_TEST(reborrowed_scope_has_own_code)
 {
-    tt_pool *p = tt_make_pool(3);
+    tt_pool *p = th_make_pool(3);
     for (unsigned b = 1; b <= tt_pool_width(p); b++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, p, b), TT_OK);
@@ -203,7 +203,7 @@ START_TEST(reborrowed_scope_has_own_code)
     }
     tt_pool *back = tt_team_into_pool(team);
     ck_assert_ptr_eq(back, p);
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -255,13 +255,13 @@ START_TEST(fail_misuse)
     ck_assert_int_eq(tt_scope_fail(NULL, 1), TT_EINVAL);
     ck_assert_int_eq(tt_section_fail(NULL, 1), TT_EINVAL);
     ck_assert_int_eq(tt_scope_failed(NULL), 0);
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec ex;
     ck_assert_int_eq(tt_exec_init(&ex, p, tt_pool_width(p)), TT_OK);
     fail_ctx f = {0};
     ck_assert_int_eq(tt_team_scope(&ex, scope_misuse_sections, &f), TT_OK);
     ck_assert_uint_eq(atomic_load(&f.bad), 0);
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -317,9 +317,9 @@ static void scope_victim(void *arg, tt_scope *scope)
 START_TEST(barrier_released_by_failure)
 {
     for (unsigned width = 2; width <= 4; width++) {
-        tt_pool *p = tt_make_pool(width);
+        tt_pool *p = th_make_pool(width);
         unsigned w = tt_pool_width(p);
-        for (unsigned it = 0; it < tt_iters(150); it++) {
+        for (unsigned it = 0; it < th_iters(150); it++) {
             tt_exec ex;
             ck_assert_int_eq(tt_exec_init(&ex, p, w), TT_OK);
             bar_ctx b;
@@ -342,7 +342,7 @@ START_TEST(barrier_released_by_failure)
                 }
             }
         }
-        tt_free_pool(p);
+        th_free_pool(p);
     }
 }
 END_TEST
@@ -354,7 +354,7 @@ END_TEST
 typedef struct split_bar {
     _Atomic int got[8][BARRIERS];
     _Atomic unsigned bad;
-    tt_flag go;
+    th_flag go;
 } split_bar;
 
 static void group_section(void *arg, tt_section *s)
@@ -363,8 +363,8 @@ static void group_section(void *arg, tt_section *s)
     unsigned r = tt_section_rank(s);
     for (unsigned k = 0; k < BARRIERS; k++) {
         if (k == 1 && r == 0)
-            tt_flag_set(&b->go, 1); /* the other group fails now */
-        tt_spin_us(50);
+            th_flag_set(&b->go, 1); /* the other group fails now */
+        th_spin_us(50);
         int rc = tt_section_barrier(s);
         if (r < 8)
             atomic_store(&b->got[r][k], rc);
@@ -379,7 +379,7 @@ static void split_bar_part(void *arg, unsigned part, tt_scope *sub)
         if (rc != TT_OK && rc != CODE_B)
             atomic_fetch_add(&b->bad, 1);
     } else {
-        tt_flag_wait_ge(&b->go, 1, 10);
+        th_flag_wait_ge(&b->go, 1, 10);
         if (tt_scope_fail(sub, CODE_B) != TT_OK)
             atomic_fetch_add(&b->bad, 1);
     }
@@ -394,13 +394,13 @@ static void scope_split_bar(void *arg, tt_scope *scope)
 
 START_TEST(barrier_failure_from_other_group)
 {
-    tt_pool *p = tt_make_pool(4);
+    tt_pool *p = th_make_pool(4);
     unsigned w = tt_pool_width(p);
     if (w < 3) {
-        tt_free_pool(p);
+        th_free_pool(p);
         return;
     }
-    for (unsigned it = 0; it < tt_iters(100); it++) {
+    for (unsigned it = 0; it < th_iters(100); it++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, p, w), TT_OK);
         split_bar b;
@@ -420,7 +420,7 @@ START_TEST(barrier_failure_from_other_group)
                               atomic_load(&b.got[r][k]));
         }
     }
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -474,9 +474,9 @@ static void scope_next_clean(void *arg, tt_scope *scope)
 
 START_TEST(barrier_next_section_clean)
 {
-    tt_pool *p = tt_make_pool(3);
+    tt_pool *p = th_make_pool(3);
     unsigned w = tt_pool_width(p);
-    for (unsigned it = 0; it < tt_iters(100); it++) {
+    for (unsigned it = 0; it < th_iters(100); it++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, p, w), TT_OK);
         next_ctx c;
@@ -494,7 +494,7 @@ START_TEST(barrier_next_section_clean)
      * left; the next lead's sections synchronise again. */
     tt_team *team = NULL;
     ck_assert_int_eq(tt_pool_into_team(p, w, &team), TT_OK);
-    for (unsigned it = 0; it < tt_iters(40); it++) {
+    for (unsigned it = 0; it < th_iters(40); it++) {
         tt_exec ex;
         ck_assert_int_eq(tt_team_lead(team, w, &ex), TT_OK);
         bar_ctx b;
@@ -511,7 +511,7 @@ START_TEST(barrier_next_section_clean)
         ck_assert_uint_eq(atomic_load(&b.bad), 0);
     }
     ck_assert_ptr_eq(tt_team_into_pool(team), p);
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -532,4 +532,4 @@ static Suite *fail_suite(void)
     return s;
 }
 
-int main(void) { return tt_run_suite(fail_suite()); }
+int main(void) { return th_run_suite(fail_suite()); }

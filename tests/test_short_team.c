@@ -11,16 +11,16 @@
  * Errors line), ran no job and consumed the token.
  */
 #include "tt_test.h"
+#include "test_hooks.h"
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #if TT_PARALLEL_ENABLED
-void tt__test_region_cap(unsigned cap);
 
 typedef struct counted {
-    tt_live live;
+    th_live live;
     _Atomic unsigned jobs;
     _Atomic unsigned char seen[1000];
 } counted;
@@ -28,25 +28,25 @@ typedef struct counted {
 static void count_job(void *arg, unsigned i, tt_exec *child)
 {
     counted *c = arg;
-    tt_live_enter(&c->live);
+    th_live_enter(&c->live);
     atomic_fetch_add(&c->seen[i], 1);
     atomic_fetch_add(&c->jobs, 1);
     /* A nested entry of the job must run too (on this thread). */
     tt_exec sub;
     int rc = tt_fork(tt_exec_reborrow(child, &sub), 1, NULL, NULL);
     TT_CHECK(rc == TT_EINVAL, "NULL job: %s", tt_status_name(rc));
-    tt_spin_us(50);
-    tt_live_leave(&c->live);
+    th_spin_us(50);
+    th_live_leave(&c->live);
 }
 
 static void count_body(void *arg, size_t b, size_t e)
 {
     counted *c = arg;
-    tt_live_enter(&c->live);
+    th_live_enter(&c->live);
     for (size_t i = b; i < e; i++)
         atomic_fetch_add(&c->seen[i], 1);
-    tt_spin_us(50);
-    tt_live_leave(&c->live);
+    th_spin_us(50);
+    th_live_leave(&c->live);
 }
 
 static void bcast_fn(void *arg, unsigned i)
@@ -65,32 +65,32 @@ static void scope_fn(void *arg, tt_scope *s)
 START_TEST(test_short_team_fork_and_ranges_run_everything)
 {
 #if TT_PARALLEL_ENABLED
-    tt_pool *p = tt_make_pool(4);
+    tt_pool *p = th_make_pool(4);
     for (unsigned cap = 1; cap <= 3; cap++) {
         tt__test_region_cap(cap);
         counted *c = calloc(1, sizeof *c);
-        tt_live_init(&c->live);
+        th_live_init(&c->live);
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, p, 4), TT_OK);
         ck_assert_int_eq(tt_fork(&ex, 10, count_job, c), TT_OK);
         ck_assert_uint_eq(atomic_load(&c->jobs), 10);
         for (int i = 0; i < 10; i++)
             ck_assert_uint_eq(atomic_load(&c->seen[i]), 1);
-        ck_assert_int_le(tt_live_max(&c->live), (int)cap);
+        ck_assert_int_le(th_live_max(&c->live), (int)cap);
         ck_assert_int_eq(tt_fork(&ex, 1, count_job, c), TT_ECONSUMED);
 
         memset((void *)c->seen, 0, sizeof c->seen);
-        tt_live_init(&c->live);
+        th_live_init(&c->live);
         ck_assert_int_eq(tt_exec_init(&ex, p, 4), TT_OK);
         ck_assert_int_eq(tt_for_ranges(&ex, 1000, 1, count_body, c), TT_OK);
         for (int i = 0; i < 1000; i++)
             ck_assert_uint_eq(atomic_load(&c->seen[i]), 1);
-        ck_assert_int_le(tt_live_max(&c->live), (int)cap);
+        ck_assert_int_le(th_live_max(&c->live), (int)cap);
         free(c);
     }
     tt__test_region_cap(0);
     ck_assert_int_eq(tt_pool_destroy(p), TT_OK);
-    tt_assert_no_failures();
+    th_assert_no_failures();
 #endif
 }
 END_TEST
@@ -98,7 +98,7 @@ END_TEST
 START_TEST(test_short_team_refusals_consume_nothing)
 {
 #if TT_PARALLEL_ENABLED
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     counted c;
     memset(&c, 0, sizeof c);
     tt__test_region_cap(1);
@@ -154,11 +154,11 @@ END_TEST
 static Suite *short_suite(void)
 {
     Suite *s = suite_create("short_team");
-    TCase *tc = tt_tcase(s, "core", 120);
+    TCase *tc = th_tcase(s, "core", 120);
     tcase_add_test(tc, test_short_team_fork_and_ranges_run_everything);
     tcase_add_test(tc, test_short_team_refusals_consume_nothing);
     tcase_add_test(tc, test_width_never_given_is_refused);
     return s;
 }
 
-int main(void) { return tt_run_suite(short_suite()); }
+int main(void) { return th_run_suite(short_suite()); }

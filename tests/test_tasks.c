@@ -17,7 +17,7 @@ static tt_pool *kernel_pool(bool iso)
     tt_pool_attr *a = NULL;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
-    ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, tt_test_spin_polls()), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, th_test_spin_polls()), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_isolate_shares(a, iso), TT_OK);
     tt_pool *p = NULL;
     ck_assert_int_eq(tt_pool_create(&p, a), TT_OK);
@@ -44,7 +44,7 @@ static void on_pools(kernel_fn fn)
                           "peak %d bodies at once on a budget of %u (iso %d)", tk_peak(), b,
                           iso);
         }
-        tt_free_pool(p);
+        th_free_pool(p);
     }
 }
 
@@ -207,7 +207,7 @@ static Suite *tasks_suite(void)
 {
     Suite *s = suite_create("tasks");
     TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, tt_timeout(120));
+    tcase_set_timeout(tc, th_timeout(120));
     tcase_add_test(tc, test_tasks_fib);
     tcase_add_test(tc, test_tasks_nqueens);
     tcase_add_test(tc, test_tasks_sort);
@@ -218,4 +218,4 @@ static Suite *tasks_suite(void)
     return s;
 }
 
-int main(void) { return tt_run_suite(tasks_suite()); }
+int main(void) { return th_run_suite(tasks_suite()); }

@@ -18,6 +18,7 @@
 
 #include "threadteam.h"
 #include "tt_test.h"
+#include "test_hooks.h"
 
 /* tt_scope_run from a scope callback (any thread; the callbacks return
  * void): a code other than TT_OK is a failed check. */
@@ -122,7 +123,7 @@ static void random_scope(void *arg, tt_scope *scope)
     if (size != j->budget)
         atomic_fetch_add(&j->failures, 1);
     for (unsigned r = 0; r < j->rounds; r++) {
-        if (j->deadline && r >= j->min_rounds && tt_now_ns() > j->deadline)
+        if (j->deadline && r >= j->min_rounds && th_now_ns() > j->deadline)
             break;
         unsigned pick = (unsigned)rand_r(&j->seed);
         if (pick % 3 == 0 && size > 1) {
@@ -155,7 +156,7 @@ START_TEST(sections_random_widths_and_splits)
              * rounds: every assertion holds for every round that ran. */
             scope_job j = {.rounds = rounds, .seed = width * 131u + budget,
                            .budget = tt_exec_budget(&ex), .min_rounds = 16,
-                           .deadline = tt_now_ns() + (uint64_t)(tt_timeout(1.0) * 1e9)};
+                           .deadline = th_now_ns() + (uint64_t)(th_timeout(1.0) * 1e9)};
             ck_assert_int_eq(tt_team_scope(&ex, random_scope, &j), TT_OK);
             ck_assert_msg(atomic_load(&j.failures) == 0, "width %u budget %u: %u failures",
                           width, budget, atomic_load(&j.failures));
@@ -581,7 +582,6 @@ static void barrier_scope(void *arg, tt_scope *scope)
 /* The throttle itself: a throttled spin ends after 100 polls whatever the
  * spin budget says (2^40 polls, hours, when unthrottled). Deterministic:
  * Check's timeout fails the test if the throttle does not cut the spin. */
-bool tt__test_spin_once(uint64_t spin_polls, bool throttled);
 
 START_TEST(throttled_spin_is_short)
 {
@@ -630,7 +630,7 @@ START_TEST(sleep_and_wake_after_gaps)
      * no park in 8 gaps of 20 ms beside two spinning processes). So scopes
      * run until a member has slept, up to 20 s; none in all of them would
      * be a member that never sleeps. */
-    uint64_t end = tt_now_ns() + 20ull * 1000000000ull;
+    uint64_t end = th_now_ns() + 20ull * 1000000000ull;
     do {
         gap_arg g = {.sections = 8, .gap_us = 20000};
         tt_exec ex;
@@ -639,7 +639,7 @@ START_TEST(sleep_and_wake_after_gaps)
         ck_assert_uint_eq(atomic_load(&g.ran), g.sections * w);
         tt_pool_wait_counts(p, &after);
     } while (TT_PARALLEL_ENABLED && after.member_parks == before.member_parks &&
-             tt_now_ns() < end);
+             th_now_ns() < end);
     if (TT_PARALLEL_ENABLED) {
         ck_assert_msg(after.member_parks > before.member_parks, "members never slept");
         ck_assert_uint_gt(after.wakes, before.wakes);
@@ -669,7 +669,7 @@ static void pin_section(void *arg, tt_section *s)
     sched_getaffinity(0, sizeof set, &set);
     unsigned r = tt_section_rank(s);
     pp->count_of_rank[r] = CPU_COUNT(&set);
-    pp->cpu_of_rank[r] = tt_first_cpu_of(&set, -1);
+    pp->cpu_of_rank[r] = th_first_cpu_of(&set, -1);
 }
 
 static void pin_scope(void *arg, tt_scope *scope) { RUN_OK(scope, pin_section, arg); }
@@ -791,7 +791,7 @@ START_TEST(scope_fork_conserves_slots)
         for (unsigned jobs = 1; jobs <= 2 * c.budget; jobs++)
             expect += 2 * jobs;
         ck_assert_uint_eq(atomic_load(&c.jobs), expect);
-        tt_assert_no_failures();
+        th_assert_no_failures();
 #if TT_LEDGER_ENABLED
         ck_assert_uint_le(tt_ledger_max_live(tt_exec_ledger_root(&ex)), c.budget);
         ck_assert_uint_eq(tt_ledger_live(tt_exec_ledger_root(&ex)), 0);

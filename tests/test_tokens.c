@@ -143,8 +143,8 @@ static void tk_refuse_busy(void *arg)
  * child (or a sibling) is inside an entry. */
 START_TEST(tk_refusal_root_child_limit)
 {
-    tt_pool *p = tt_make_pool(2);
-    unsigned w = tt_expect_width(2);
+    tt_pool *p = th_make_pool(2);
+    unsigned w = th_expect_width(2);
     /* Root. */
     tt_exec root, c1, c2;
     ck_assert_int_eq(tt_exec_init(&root, p, w), TT_OK);
@@ -174,8 +174,8 @@ START_TEST(tk_refusal_root_child_limit)
     t = (tk_target){&s, TT_EBUSY, "serial with a child inside"};
     ck_assert_int_eq(tk_run_inside(&sc, tk_refuse_busy, &t), TT_OK);
     tk_still_usable(&s, "serial");
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -199,14 +199,14 @@ static void tk_fork_child_job(void *arg, unsigned i, tt_exec *child)
 
 START_TEST(tk_refusal_fork_child)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     for (unsigned budget = 1; budget <= 2; budget++) {
         tt_exec root;
         ck_assert_int_eq(tt_exec_init(&root, p, budget), TT_OK);
         ck_assert_int_eq(tt_fork(&root, 2, tk_fork_child_job, NULL), TT_OK);
     }
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -243,15 +243,15 @@ static void tk_scope_body(void *arg, tt_scope *scope)
 
 START_TEST(tk_refusal_scope_reborrow)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     for (unsigned budget = 1; budget <= 2; budget++) {
         tt_exec root;
         ck_assert_int_eq(tt_exec_init(&root, p, budget), TT_OK);
         tk_scope_case k = {.what = "scope reborrow"};
         ck_assert_int_eq(tt_team_scope(&root, tk_scope_body, &k), TT_OK);
     }
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -259,8 +259,8 @@ END_TEST
  * scope reborrows of the team's scope inside sections; usable after. */
 START_TEST(tk_refusal_team_lead)
 {
-    tt_pool *p = tt_make_pool(2);
-    unsigned w = tt_expect_width(2);
+    tt_pool *p = th_make_pool(2);
+    unsigned w = th_expect_width(2);
     tt_team *team = NULL;
     ck_assert_int_eq(tt_pool_into_team(p, w, &team), TT_OK);
     tt_exec lead, child, other;
@@ -279,8 +279,8 @@ START_TEST(tk_refusal_team_lead)
     ck_assert_int_eq(tt_team_try_lead(team, 1, &other), TT_OK);
     tt_exec_finish(&other);
     ck_assert_ptr_eq(tt_team_into_pool(team), p);
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -324,12 +324,12 @@ static void tk_scope_fork_body(void *arg, tt_scope *scope)
 
 START_TEST(tk_refusal_scope_fork_child)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec root;
     ck_assert_int_eq(tt_exec_init(&root, p, 2), TT_OK);
     ck_assert_int_eq(tt_team_scope(&root, tk_scope_fork_body, NULL), TT_OK);
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -337,8 +337,8 @@ END_TEST
  * another root consumes nothing either. */
 typedef struct tk_hold {
     tt_pool *pool;
-    tt_flag inside;
-    tt_flag release;
+    th_flag inside;
+    th_flag release;
     int rc;
 } tk_hold;
 
@@ -348,7 +348,7 @@ static void tk_hold_job(void *arg, unsigned i, tt_exec *c)
     (void)c;
     tk_hold *h = arg;
     atomic_fetch_add(&h->inside.v, 1);
-    tt_flag_wait_ge(&h->release, 1, 10);
+    th_flag_wait_ge(&h->release, 1, 10);
 }
 
 static void *tk_hold_thread(void *arg)
@@ -363,15 +363,15 @@ static void *tk_hold_thread(void *arg)
 
 START_TEST(tk_refusal_unavailable)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     if (tt_pool_width(p) < 2) {
-        tt_free_pool(p);
+        th_free_pool(p);
         return;
     }
     tk_hold h = {.pool = p};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, tk_hold_thread, &h), 0);
-    ck_assert(tt_flag_wait_ge(&h.inside, 1, 10));
+    ck_assert(th_flag_wait_ge(&h.inside, 1, 10));
     tt_exec root;
     ck_assert_int_eq(tt_exec_init(&root, p, 2), TT_OK);
     tt_team_opts o;
@@ -380,12 +380,12 @@ START_TEST(tk_refusal_unavailable)
     _Atomic long ran = 0;
     ck_assert_int_eq(tt_team_scope_with(&root, &o, tk_scope_fn, &ran), TT_REFUSED_UNAVAILABLE);
     ck_assert_int_eq(ran, 0);
-    tt_flag_set(&h.release, 1);
-    ck_assert(tt_join_timeout(th, 10));
+    th_flag_set(&h.release, 1);
+    ck_assert(th_join_timeout(th, 10));
     ck_assert_int_eq(h.rc, TT_OK);
     ck_assert_int_eq(tt_team_scope_with(&root, &o, tk_scope_fn, &ran), TT_OK);
     ck_assert_int_eq(ran, 1);
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -418,8 +418,8 @@ static void tk_agree_busy(void *arg)
 
 START_TEST(tk_can_broadcast_agrees)
 {
-    tt_pool *p = tt_make_pool(2);
-    unsigned w = tt_expect_width(2);
+    tt_pool *p = th_make_pool(2);
+    unsigned w = th_expect_width(2);
     tt_exec root, c1, c2, g;
     /* A busy reborrow ancestor: c2's parent is lent to c1. */
     ck_assert_int_eq(tt_exec_init(&root, p, w), TT_OK);
@@ -448,8 +448,8 @@ START_TEST(tk_can_broadcast_agrees)
     tt_exec copy = orig; /* a byte copy: never usable */
     tk_agree(&copy, TT_ECOPY, "copied root");
     tk_agree(&orig, TT_OK, "the original of a copy");
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -472,13 +472,13 @@ static void tk_agree_scope(void *arg, tt_scope *scope)
 
 START_TEST(tk_can_broadcast_agrees_scope)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec root;
     ck_assert_int_eq(tt_exec_init(&root, p, 2), TT_OK);
     tk_scope_case k = {.what = "agree"};
     ck_assert_int_eq(tt_team_scope(&root, tk_agree_scope, &k), TT_OK);
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -519,17 +519,17 @@ static void tk_wrong_thread_scope(void *arg, tt_scope *scope)
 
 START_TEST(tk_broadcast_codes)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tt_exec root;
     ck_assert_int_eq(tt_exec_init(&root, p, 2), TT_OK);
     ck_assert_int_eq(tt_team_scope(&root, tk_wrong_thread_scope, NULL), TT_OK);
     ck_assert_int_eq(tt_exec_init(&root, p, 2), TT_OK);
     tt_exec child;
     tt_exec_reborrow(&root, &child);
-    tt_free_pool(p);
+    th_free_pool(p);
     tk_agree(&root, TT_EDESTROYED, "root of a destroyed pool");
     tk_agree(&child, TT_EDESTROYED, "child of a destroyed pool");
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -542,7 +542,7 @@ typedef struct tk_finish_case {
     tt_exec *lead;
     int try_same;   /* tt_team_try_lead on this thread, after the finish */
     int try_other;  /* ... and on another thread */
-    tt_flag other_got; /* a blocking tt_team_lead on another thread got in */
+    th_flag other_got; /* a blocking tt_team_lead on another thread got in */
     pthread_t blocker; /* that thread */
     bool blocker_started;
 } tk_finish_case;
@@ -562,7 +562,7 @@ static void *tk_lead_thread(void *arg)
     tk_finish_case *f = arg;
     tt_exec ex;
     int rc = tt_team_lead(f->team, 1, &ex);
-    tt_flag_set(&f->other_got, 1);
+    th_flag_set(&f->other_got, 1);
     if (rc == TT_OK)
         tt_exec_finish(&ex);
     return NULL;
@@ -585,8 +585,8 @@ static void tk_finish_inside(void *arg)
     TT_CHECK(pthread_create(&t, NULL, tk_try_lead_thread, f) == 0, "pthread_create");
     pthread_join(t, &res);
     f->try_other = (int)(intptr_t)res;
-    tt_sleep_us(50000);
-    TT_CHECK(tt_flag_get(&f->other_got) == 0,
+    th_sleep_us(50000);
+    TT_CHECK(th_flag_get(&f->other_got) == 0,
              "tt_team_lead on another thread got in while the child's entry ran");
 }
 
@@ -614,14 +614,14 @@ START_TEST(tk_lead_finish_while_child_inside)
                       "lends %d: tt_team_try_lead (other thread) after finish, child inside: %s",
                       lends, tt_status_name(f.try_other));
         /* The child's entry left: the role ended, the waiting leader got in. */
-        ck_assert(tt_flag_wait_ge(&f.other_got, 1, 10));
-        ck_assert(f.blocker_started && tt_join_timeout(f.blocker, 10));
+        ck_assert(th_flag_wait_ge(&f.other_got, 1, 10));
+        ck_assert(f.blocker_started && th_join_timeout(f.blocker, 10));
         tt_exec next;
         int rc = TT_REFUSED_BUSY;
         for (int i = 0; i < 1000 && rc == TT_REFUSED_BUSY; i++) {
             rc = tt_team_try_lead(team, 1, &next);
             if (rc == TT_REFUSED_BUSY)
-                tt_sleep_us(1000);
+                th_sleep_us(1000);
         }
         ck_assert_int_eq(rc, TT_OK);
         tt_exec_finish(&next);
@@ -630,9 +630,9 @@ START_TEST(tk_lead_finish_while_child_inside)
         ck_assert_int_eq(tt_team_try_lead(team, 1, &next), TT_OK);
         tt_exec_finish(&next);
         ck_assert_ptr_eq(tt_team_into_pool(team), p);
-        tt_free_pool(p);
+        th_free_pool(p);
     }
-    tt_assert_no_failures();
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -656,21 +656,21 @@ START_TEST(tk_try_lead_never_waits)
         ck_assert_int_eq(tt_team_try_lead(team, 1, &l), TT_OK);
         tt_exec_finish(&l);
         ck_assert_ptr_eq(tt_team_into_pool(team), p);
-        tt_free_pool(p);
+        th_free_pool(p);
         return;
     }
     tk_hold h = {.pool = p};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, tk_hold_thread, &h), 0);
-    ck_assert(tt_flag_wait_ge(&h.inside, 1, 10));
+    ck_assert(th_flag_wait_ge(&h.inside, 1, 10));
     tt_exec lead;
-    uint64_t t0 = tt_now_ns();
+    uint64_t t0 = th_now_ns();
     int rc = tt_team_try_lead(team, w, &lead);
-    double dt = (double)(tt_now_ns() - t0) / 1e9;
-    tt_flag_set(&h.release, 1);
+    double dt = (double)(th_now_ns() - t0) / 1e9;
+    th_flag_set(&h.release, 1);
     if (rc == TT_OK)
         tt_exec_finish(&lead);
-    ck_assert(tt_join_timeout(th, 15));
+    ck_assert(th_join_timeout(th, 15));
     ck_assert_msg(rc == TT_REFUSED_UNAVAILABLE,
                   "tt_team_try_lead with the members lent to another root returned %s after %.3f s",
                   tt_status_name(rc), dt);
@@ -683,7 +683,7 @@ START_TEST(tk_try_lead_never_waits)
     ck_assert_int_eq(tt_team_try_lead(team, w, &lead), TT_OK);
     tt_exec_finish(&lead);
     ck_assert_ptr_eq(tt_team_into_pool(team), p);
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -696,7 +696,7 @@ END_TEST
  * (TT_ECONSUMED, or TT_EBUSY when it saw the winner's claim). */
 typedef struct tk_race {
     tt_exec ex;
-    tt_tbarrier start, done;
+    th_tbarrier start, done;
     unsigned iters;
     _Atomic long ran;
     int rc[2];
@@ -707,12 +707,12 @@ static void *tk_race_thread(void *arg)
 {
     tk_race *r = arg;
     for (unsigned i = 0; i < r->iters; i++) {
-        if (tt_tbarrier_wait(&r->start, 10) < 0)
+        if (th_tbarrier_wait(&r->start, 10) < 0)
             return NULL;
         int rc = tt_for_ranges(&r->ex, 1, 1, tk_range, (void *)&r->ran);
         if (rc != TT_OK && rc != TT_ECONSUMED && rc != TT_EBUSY)
             atomic_fetch_add(&r->bad_rc, 1);
-        if (tt_tbarrier_wait(&r->done, 10) < 0)
+        if (th_tbarrier_wait(&r->done, 10) < 0)
             return NULL;
     }
     return NULL;
@@ -720,12 +720,12 @@ static void *tk_race_thread(void *arg)
 
 START_TEST(tk_one_token_two_threads)
 {
-    tt_pool *p = tt_make_pool(2);
+    tt_pool *p = th_make_pool(2);
     tk_race *r = calloc(1, sizeof *r);
     ck_assert_ptr_nonnull(r);
-    r->iters = tt_iters(4000);
-    tt_tbarrier_init(&r->start, 3);
-    tt_tbarrier_init(&r->done, 3);
+    r->iters = th_iters(4000);
+    th_tbarrier_init(&r->start, 3);
+    th_tbarrier_init(&r->done, 3);
     pthread_t t[2];
     for (int k = 0; k < 2; k++)
         ck_assert_int_eq(pthread_create(&t[k], NULL, tk_race_thread, r), 0);
@@ -734,21 +734,21 @@ START_TEST(tk_one_token_two_threads)
         /* Budget 1 runs inline: the widest window between check and claim. */
         ck_assert_int_eq(tt_exec_init(&r->ex, p, 1), TT_OK);
         atomic_store(&r->ran, 0);
-        ck_assert_int_ge(tt_tbarrier_wait(&r->start, 10), 0);
-        ck_assert_int_ge(tt_tbarrier_wait(&r->done, 10), 0);
+        ck_assert_int_ge(th_tbarrier_wait(&r->start, 10), 0);
+        ck_assert_int_ge(th_tbarrier_wait(&r->done, 10), 0);
         long ran = atomic_load(&r->ran);
         twice += ran > 1;
         none += ran == 0;
     }
     for (int k = 0; k < 2; k++)
-        ck_assert(tt_join_timeout(t[k], 10));
+        ck_assert(th_join_timeout(t[k], 10));
     ck_assert_msg(twice == 0, "one token ran twice in %u of %u races", twice, r->iters);
     ck_assert_msg(none == 0, "neither thread ran in %u of %u races", none, r->iters);
     ck_assert_uint_eq(atomic_load(&r->bad_rc), 0);
-    tt_tbarrier_destroy(&r->start);
-    tt_tbarrier_destroy(&r->done);
+    th_tbarrier_destroy(&r->start);
+    th_tbarrier_destroy(&r->done);
     free(r);
-    tt_free_pool(p);
+    th_free_pool(p);
 }
 END_TEST
 
@@ -764,8 +764,8 @@ static void tk_cycle_invalid(tt_exec *ex, const char *what)
 
 START_TEST(tk_reborrow_cycles)
 {
-    tt_pool *p = tt_make_pool(2);
-    unsigned w = tt_expect_width(2);
+    tt_pool *p = th_make_pool(2);
+    unsigned w = th_expect_width(2);
     /* A token reborrowed into itself. */
     tt_exec a, b, c;
     ck_assert_int_eq(tt_exec_init(&a, p, w), TT_OK);
@@ -799,8 +799,8 @@ START_TEST(tk_reborrow_cycles)
     ck_assert(tt_can_broadcast(&chain[N - 1]));
     tk_still_usable(&chain[N - 1], "the end of a chain of 40");
     tk_still_usable(&chain[0], "the root of a chain of 40");
-    tt_free_pool(p);
-    tt_assert_no_failures();
+    th_free_pool(p);
+    th_assert_no_failures();
 }
 END_TEST
 
@@ -825,7 +825,7 @@ START_TEST(tk_status_table)
     };
     const char *unknown = tt_strerror(-12345);
     ck_assert_str_eq(tt_status_name(-12345), "TT_UNKNOWN");
-    ck_assert_uint_eq(TT_ARRAY_LEN(table), TT_ARRAY_LEN(tt_all_codes));
+    ck_assert_uint_eq(TT_ARRAY_LEN(table), TT_ARRAY_LEN(th_all_codes));
     for (size_t i = 0; i < TT_ARRAY_LEN(table); i++) {
         ck_assert_str_eq(tt_status_name(table[i].code), table[i].name);
         ck_assert_str_ne(tt_strerror(table[i].code), unknown);
@@ -847,7 +847,7 @@ END_TEST
 static Suite *tokens_suite(void)
 {
     Suite *s = suite_create("tokens");
-    TCase *tc = tt_tcase(s, "refusals", 60);
+    TCase *tc = th_tcase(s, "refusals", 60);
     tcase_add_test(tc, tk_refusal_root_child_limit);
     tcase_add_test(tc, tk_refusal_fork_child);
     tcase_add_test(tc, tk_refusal_scope_reborrow);
@@ -855,25 +855,25 @@ static Suite *tokens_suite(void)
     tcase_add_test(tc, tk_refusal_scope_fork_child);
     tcase_add_test(tc, tk_refusal_unavailable);
 
-    tc = tt_tcase(s, "broadcast", 30);
+    tc = th_tcase(s, "broadcast", 30);
     tcase_add_test(tc, tk_can_broadcast_agrees);
     tcase_add_test(tc, tk_can_broadcast_agrees_scope);
     tcase_add_test(tc, tk_broadcast_codes);
 
-    tc = tt_tcase(s, "lead", 30);
+    tc = th_tcase(s, "lead", 30);
     tcase_add_test(tc, tk_lead_finish_while_child_inside);
     tcase_add_test(tc, tk_try_lead_never_waits);
 
-    tc = tt_tcase(s, "race", 60);
+    tc = th_tcase(s, "race", 60);
     tcase_add_test(tc, tk_one_token_two_threads);
 
     /* Short: a loop in a chain used to hang the entry. */
-    tc = tt_tcase(s, "cycles", 10);
+    tc = th_tcase(s, "cycles", 10);
     tcase_add_test(tc, tk_reborrow_cycles);
 
-    tc = tt_tcase(s, "status", 10);
+    tc = th_tcase(s, "status", 10);
     tcase_add_test(tc, tk_status_table);
     return s;
 }
 
-int main(void) { return tt_run_suite(tokens_suite()); }
+int main(void) { return th_run_suite(tokens_suite()); }

@@ -10,6 +10,7 @@
  * Check timeout and the elapsed-time bounds catch that.
  */
 #include "tt_test.h"
+#include "test_hooks.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -47,9 +48,9 @@ static void mscope_job(void *arg, unsigned i, tt_exec *child)
     mscope *m = arg;
     tt_exec r;
     TT_CHECK(tt_exec_init(&r, m->pool, tt_pool_width(m->pool)) == TT_OK, "mint in a member");
-    uint64_t t0 = tt_now_ns();
+    uint64_t t0 = th_now_ns();
     int rc = tt_team_scope(&r, empty_scope, NULL);
-    uint64_t dt = tt_now_ns() - t0;
+    uint64_t dt = th_now_ns() - t0;
     uint64_t w = atomic_load(&m->worst_ns);
     while (dt > w && !atomic_compare_exchange_weak(&m->worst_ns, &w, dt))
         ;
@@ -68,21 +69,21 @@ static void member_scope_case(bool dedicated)
     mscope m;
     memset(&m, 0, sizeof m);
     m.pool = TT_TEST_POOL(.width = 2, .acquire_ns = UINT64_MAX, .name = dedicated ? "ttwait" : NULL);
-    for (unsigned r = 0; r < tt_iters(20); r++) {
+    for (unsigned r = 0; r < th_iters(20); r++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, m.pool, 2), TT_OK);
         ck_assert_int_eq(tt_fork(&ex, 2, mscope_job, &m), TT_OK);
     }
-    tt_assert_no_failures();
+    th_assert_no_failures();
     ck_assert_int_eq(atomic_load(&m.bad), 0);
 #if TT_PARALLEL_ENABLED
     /* every member held by the root: a member's scope of 2 is refused */
     ck_assert_int_gt(atomic_load(&m.refused), 0);
 #endif
-    ck_assert_msg(atomic_load(&m.worst_ns) < 500000000ull * (uint64_t)tt_timeout_mult(),
+    ck_assert_msg(atomic_load(&m.worst_ns) < 500000000ull * (uint64_t)th_timeout_mult(),
                   "a member's team scope took %.3f s to answer",
                   (double)atomic_load(&m.worst_ns) * 1e-9);
-    tt_free_pool(m.pool);
+    th_free_pool(m.pool);
 }
 
 START_TEST(test_member_scope_never_waits)
@@ -99,7 +100,7 @@ END_TEST
  * queueing behind the plain thread (which waits for this very root). */
 typedef struct hol {
     tt_pool *pool;
-    tt_flag queued;
+    th_flag queued;
     int scope_rc;
     int plain_rc;
     tt_exec plain;
@@ -108,7 +109,7 @@ typedef struct hol {
 static void *plain_main(void *arg)
 {
     hol *h = arg;
-    tt_flag_set(&h->queued, 1);
+    th_flag_set(&h->queued, 1);
     h->plain_rc = tt_team_scope(&h->plain, empty_scope, NULL);
     return NULL;
 }
@@ -119,8 +120,8 @@ static void hol_job(void *arg, unsigned i, tt_exec *child)
     hol *h = arg;
     if (i != 0)
         return;
-    tt_flag_wait_ge(&h->queued, 1, 30);
-    tt_sleep_us(20000); /* the plain thread is in the slots' queue now */
+    th_flag_wait_ge(&h->queued, 1, 30);
+    th_sleep_us(20000); /* the plain thread is in the slots' queue now */
     tt_exec r;
     TT_CHECK(tt_exec_init(&r, h->pool, 2) == TT_OK, "mint in a member");
     h->scope_rc = tt_team_scope(&r, empty_scope, NULL);
@@ -136,14 +137,14 @@ START_TEST(test_member_not_behind_plain_thread)
     ck_assert_int_eq(tt_exec_init(&ex, h.pool, 2), TT_OK);
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, plain_main, &h), 0);
-    uint64_t t0 = tt_now_ns();
+    uint64_t t0 = th_now_ns();
     ck_assert_int_eq(tt_fork(&ex, 2, hol_job, &h), TT_OK);
-    double s = (double)(tt_now_ns() - t0) * 1e-9;
-    ck_assert(tt_join_timeout(t, 60));
+    double s = (double)(th_now_ns() - t0) * 1e-9;
+    ck_assert(th_join_timeout(t, 60));
     ck_assert_int_eq(h.scope_rc, TT_OK);
     ck_assert_int_eq(h.plain_rc, TT_OK);
-    ck_assert_msg(s < 5.0 * tt_timeout_mult(), "the root took %.2f s", s);
-    tt_free_pool(h.pool);
+    ck_assert_msg(s < 5.0 * th_timeout_mult(), "the root took %.2f s", s);
+    th_free_pool(h.pool);
 }
 END_TEST
 
@@ -153,7 +154,7 @@ END_TEST
  * more than the width runs user code at once. */
 typedef struct cb {
     tt_pool *pool;
-    tt_live live;
+    th_live live;
     _Atomic int forks_ok, bcast_refused, bad, jobs;
 } cb;
 
@@ -162,10 +163,10 @@ static void cb_job(void *arg, unsigned i, tt_exec *child)
     (void)i;
     (void)child;
     cb *c = arg;
-    tt_live_enter(&c->live);
+    th_live_enter(&c->live);
     atomic_fetch_add(&c->jobs, 1);
-    tt_spin_us(20);
-    tt_live_leave(&c->live);
+    th_spin_us(20);
+    th_live_leave(&c->live);
 }
 
 static void cb_bcast(void *arg, unsigned i) { cb_job(arg, i, NULL); }
@@ -177,9 +178,9 @@ static void cb_callee(void *arg, unsigned width)
     {
         /* Both callee threads run user code at once (the barrier makes the
          * counter see it), then leave it while their entries' jobs count. */
-        tt_live_enter(&c->live);
+        th_live_enter(&c->live);
 #pragma omp barrier
-        tt_live_leave(&c->live);
+        th_live_leave(&c->live);
         tt_exec r;
         if (tt_exec_init(&r, c->pool, tt_pool_width(c->pool)) == TT_OK) {
             int rc = tt_fork(&r, 4, cb_job, c);
@@ -204,21 +205,21 @@ START_TEST(test_external_callee_calls_back)
 {
     cb c;
     memset(&c, 0, sizeof c);
-    tt_live_init(&c.live);
+    th_live_init(&c.live);
     c.pool = TT_TEST_POOL(.width = 2, .acquire_ns = UINT64_MAX);
-    for (unsigned r = 0; r < tt_iters(20); r++) {
+    for (unsigned r = 0; r < th_iters(20); r++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, c.pool, 2), TT_OK);
         ck_assert_int_eq(tt_external(&ex, cb_callee, &c), TT_OK);
     }
     ck_assert_int_eq(atomic_load(&c.bad), 0);
-    ck_assert_int_eq(atomic_load(&c.forks_ok), (int)(2 * tt_iters(20)));
-    ck_assert_int_eq(atomic_load(&c.jobs), (int)(2 * 4 * tt_iters(20)));
-    ck_assert_int_eq(atomic_load(&c.bcast_refused), (int)(2 * tt_iters(20)));
+    ck_assert_int_eq(atomic_load(&c.forks_ok), (int)(2 * th_iters(20)));
+    ck_assert_int_eq(atomic_load(&c.jobs), (int)(2 * 4 * th_iters(20)));
+    ck_assert_int_eq(atomic_load(&c.bcast_refused), (int)(2 * th_iters(20)));
     /* The callee's two threads met at a barrier: 2 at once; the inline
      * jobs of their forks never add a third. */
-    ck_assert_int_eq(tt_live_max(&c.live), 2);
-    tt_free_pool(c.pool);
+    ck_assert_int_eq(th_live_max(&c.live), 2);
+    th_free_pool(c.pool);
 }
 END_TEST
 
@@ -227,7 +228,7 @@ END_TEST
  * the callee's region has one thread; user code never exceeds the budget. */
 typedef struct mext {
     tt_pool *pool;
-    tt_live live;
+    th_live live;
     _Atomic int widths_bad, region_bad, calls;
 } mext;
 
@@ -241,9 +242,9 @@ static void mext_callee(void *arg, unsigned width)
 #pragma omp parallel
     {
         atomic_fetch_add(&n, 1);
-        tt_live_enter(&m->live);
-        tt_spin_us(20);
-        tt_live_leave(&m->live);
+        th_live_enter(&m->live);
+        th_spin_us(20);
+        th_live_leave(&m->live);
     }
     if (atomic_load(&n) != (int)width)
         atomic_fetch_add(&m->region_bad, 1);
@@ -263,19 +264,19 @@ START_TEST(test_external_member_root_width)
 {
     mext m;
     memset(&m, 0, sizeof m);
-    tt_live_init(&m.live);
-    m.pool = tt_make_pool(2);
-    for (unsigned r = 0; r < tt_iters(20); r++) {
+    th_live_init(&m.live);
+    m.pool = th_make_pool(2);
+    for (unsigned r = 0; r < th_iters(20); r++) {
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, m.pool, 2), TT_OK);
         ck_assert_int_eq(tt_fork(&ex, 2, mext_job, &m), TT_OK);
     }
-    tt_assert_no_failures();
-    ck_assert_int_eq(atomic_load(&m.calls), (int)(2 * tt_iters(20)));
+    th_assert_no_failures();
+    ck_assert_int_eq(atomic_load(&m.calls), (int)(2 * th_iters(20)));
     ck_assert_int_eq(atomic_load(&m.widths_bad), 0);
     ck_assert_int_eq(atomic_load(&m.region_bad), 0);
-    ck_assert_int_le(tt_live_max(&m.live), 2);
-    tt_free_pool(m.pool);
+    ck_assert_int_le(th_live_max(&m.live), 2);
+    th_free_pool(m.pool);
 }
 END_TEST
 #endif
@@ -288,19 +289,10 @@ typedef struct tt__omp_waits_t {
     uint64_t spin_polls, throttled_polls;
     int policy;
     bool spincount_set;
-} tt__omp_waits_t; /* lib/internal.h's tt__omp_waits */
+} tt__omp_waits_t; /* lib/waits.h's tt__omp_waits */
 void tt__omp_waits_parse(const char *policy, const char *spincount, tt__omp_waits_t *out);
-uint64_t tt__test_pool_spun_polls(const tt_pool *pool);
-uint64_t tt__test_pool_lead_late(const tt_pool *pool);
-uint64_t tt__test_pool_scope_end_joins(const tt_pool *pool);
-uint64_t tt__test_pool_crowded_waits(const tt_pool *pool);
-uint64_t tt__test_pool_nudges(const tt_pool *pool);
-uint64_t tt__test_pool_lead_wait_skips(const tt_pool *pool);
-int tt__test_scope_cpu_hook(int cpu);
-void tt__test_crew_cache_drain(void);
-uint32_t tt__test_threads_hook(uint32_t n);
-int tt__test_last_region_end(void);
-bool tt__test_scope_throttled(const tt_scope *scope);
+/* The oversubscription signal's parser (lib/wait.c). */
+long tt__loadavg_parse_running(const char *s);
 
 static uint64_t default_spin(void)
 {
@@ -362,8 +354,8 @@ static void uneven_section(void *arg, tt_section *s)
 {
     uneven *u = arg;
     if (tt_section_rank(s) == 0) {
-        uint64_t t0 = tt_now_ns();
-        while (tt_now_ns() - t0 < (uint64_t)u->spin_us * 1000u)
+        uint64_t t0 = th_now_ns();
+        while (th_now_ns() - t0 < (uint64_t)u->spin_us * 1000u)
             ;
     }
 }
@@ -381,8 +373,8 @@ static void uneven_job(void *arg, unsigned i, tt_exec *child)
     (void)child;
     uneven *u = arg;
     if (i == 0) {
-        uint64_t t0 = tt_now_ns();
-        while (tt_now_ns() - t0 < (uint64_t)u->spin_us * 1000u)
+        uint64_t t0 = th_now_ns();
+        while (th_now_ns() - t0 < (uint64_t)u->spin_us * 1000u)
             ;
     }
 }
@@ -513,21 +505,12 @@ typedef struct busy_arg {
 static void *busy_main(void *p)
 {
     busy_arg *b = p;
-    (void)tt_bind_to_cpu(b->cpu);
+    (void)th_bind_to_cpu(b->cpu);
     while (!atomic_load_explicit(&b->stop, memory_order_relaxed))
         ;
     return NULL;
 }
 
-uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool reset,
-                             uint64_t *preemptions, uint64_t *starved_until,
-                             uint64_t *spun);
-/* The oversubscription signal's parser and test hooks (lib/wait.c). */
-long tt__loadavg_parse_running(const char *s);
-uint64_t tt__test_runnable_hook(bool on, long running, unsigned cpus);
-uint64_t tt__test_oversub_samples(void);
-uint64_t tt__test_spin_starving(uint64_t spin_polls, uint64_t *starving, uint64_t *preemptions,
-                                uint64_t *starved_until, uint64_t *spun);
 
 START_TEST(test_descheduled_waiter_sleeps)
 {
@@ -537,8 +520,8 @@ START_TEST(test_descheduled_waiter_sleeps)
     tt__test_runnable_hook(true, -1, 0);
     cpu_set_t old;
     ck_assert_int_eq(sched_getaffinity(0, sizeof old, &old), 0);
-    int cpu = tt_first_cpu_of(&old, -1);
-    ck_assert_int_eq(tt_bind_to_cpu(cpu), 0);
+    int cpu = th_first_cpu_of(&old, -1);
+    ck_assert_int_eq(th_bind_to_cpu(cpu), 0);
     busy_arg b = {.cpu = cpu};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, busy_main, &b), 0);
@@ -581,7 +564,7 @@ START_TEST(test_oversubscribed_spin_sleeps)
      * try again until it stops for this one. */
     for (int tries = 0; tries < 20; tries++) {
         s0 = tt__test_runnable_hook(true, 5, 2);
-        t0 = tt_now_ns(); /* the library's clock: CLOCK_MONOTONIC */
+        t0 = th_now_ns(); /* the library's clock: CLOCK_MONOTONIC */
         ns = tt__test_spin_starving(1ull << 40, &starving, &preempt, &until, &spun);
         ck_assert_uint_eq(starving + preempt, 1);
         if (starving)
@@ -592,7 +575,7 @@ START_TEST(test_oversubscribed_spin_sleeps)
     uint64_t ns2 = tt__test_spin_starving(1ull << 40, &st2, &p2, &u2, &spun2);
     uint64_t s2 = tt__test_oversub_samples();
     tt__test_runnable_hook(false, 0, 0);
-    if (starving == 0 && tt_test_quick()) {
+    if (starving == 0 && th_test_quick()) {
         /* As in spin_keeps_budget: an instrumented run's spins all stop
          * as descheduled before 20 us of polls. */
         fprintf(stderr, "oversubscribed spin: every try stopped as descheduled "
@@ -633,7 +616,7 @@ static void spin_keeps_budget(long running)
         ck_assert_uint_eq(starving, 0);
         if (preempt && ++tries < 20)
             continue;
-        if (preempt && tt_test_quick()) {
+        if (preempt && th_test_quick()) {
             /* Under valgrind 64 polls take longer than the 100 us that
              * mean "descheduled", so every spin stops for that reason
              * first; the uninstrumented run of this test checks the
@@ -732,7 +715,7 @@ static void late_job(void *arg, unsigned i, tt_exec *child)
     (void)child;
     late_join *l = arg;
     if (i == 1)
-        tt_spin_us(300);
+        th_spin_us(300);
     atomic_fetch_add(&l->ran, 1);
 }
 
@@ -778,8 +761,8 @@ static void late_join_run(late_join *l, bool throttle, long *gave_up, long *slep
                           long *preempted)
 {
     if (throttle) {
-#pragma omp parallel num_threads(tt_affinity_cpus() + 1)
-        tt_spin_us(10);
+#pragma omp parallel num_threads(th_affinity_cpus() + 1)
+        th_spin_us(10);
     }
     tt_pool_attr *a;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
@@ -878,7 +861,7 @@ static void *first_root_main(void *arg)
 
 START_TEST(test_first_root_of_a_thread_ends_in_the_barrier)
 {
-    if (tt_affinity_cpus() < 2)
+    if (th_affinity_cpus() < 2)
         return; /* a pool of 2 on 1 CPU: every order is the barrier's */
     /* A process that holds more threads than CPUs, on a machine with CPUs
      * to spare: the caller's join, from the second root on. */
@@ -925,7 +908,7 @@ END_TEST
 
 START_TEST(test_caller_waits_before_region_barrier)
 {
-    bool quick = tt_test_quick();
+    bool quick = th_test_quick();
     /* A machine with CPUs to spare, whatever else runs beside this test
      * (make check -j): the join's condition (lib/wait.c). */
     tt__test_runnable_hook(true, 1, 2);
@@ -973,7 +956,7 @@ END_TEST
  * would have stopped its spin there and slept in the library (counted). */
 START_TEST(test_no_join_when_machine_oversubscribed)
 {
-    if (tt_test_quick())
+    if (th_test_quick())
         return; /* the throttle needs a team that would outlive this test */
     tt__test_runnable_hook(true, 1000, 2);
     late_join l = {.roots = 100};
@@ -1016,14 +999,14 @@ static void lead_job(void *arg, unsigned i, tt_exec *child)
     /* Job 0 is task 0, which participant 0 (the caller) runs. */
     if (i == 0 && l->lead_us) {
         atomic_store(&l->lead_busy, true);
-        tt_spin_us(l->lead_us);
+        th_spin_us(l->lead_us);
         atomic_store(&l->lead_busy, false);
     } else if (i != 0 && l->lead_us >= 100) {
         /* Wait a little for the caller's job to start (it may start a
          * wake call later than this one), so that "at once" does not
          * depend on which thread the runtime let go first. */
-        uint64_t end = tt_now_ns() + 50000;
-        while (!atomic_load(&l->lead_busy) && tt_now_ns() < end)
+        uint64_t end = th_now_ns() + 50000;
+        while (!atomic_load(&l->lead_busy) && th_now_ns() < end)
             ;
         if (atomic_load(&l->lead_busy))
             atomic_fetch_add(&l->overlapped, 1);
@@ -1037,7 +1020,7 @@ static void lead_scope(void *arg, tt_scope *s)
     (void)s;
     lead_run *l = arg;
     if (l->lead_us)
-        tt_spin_us(l->lead_us);
+        th_spin_us(l->lead_us);
     atomic_fetch_add(&l->ran, 2);
 }
 
@@ -1160,7 +1143,7 @@ static void caller_calls_check(const char *what, uint64_t calls, unsigned roots,
 
 START_TEST(test_caller_not_last_at_region_end)
 {
-    if (tt_test_quick() || runtime_is_libomp() || tt_affinity_cpus() < 2)
+    if (th_test_quick() || runtime_is_libomp() || th_affinity_cpus() < 2)
         return; /* timing under valgrind; libomp's barrier wakes only sleepers */
     int fd = own_syscall_counter();
     if (fd < 0) {
@@ -1260,9 +1243,9 @@ static uint64_t lead_late_of(unsigned roots, uint64_t spin_polls, bool oversubsc
 
 START_TEST(test_members_wait_for_caller_only_where_it_pays)
 {
-    if (tt_affinity_cpus() < 2)
+    if (th_affinity_cpus() < 2)
         return; /* the order needs the process's threads within its CPUs */
-    unsigned roots = tt_test_quick() ? 4 : 40;
+    unsigned roots = th_test_quick() ? 4 : 40;
     /* libgomp, CPUs to spare, a spin budget: the members wait, and stop
      * waiting for a caller still at work (most roots: a member descheduled
      * for the whole 300 us would see the caller done). Under valgrind the
@@ -1274,7 +1257,7 @@ START_TEST(test_members_wait_for_caller_only_where_it_pays)
      * OMP_WAIT_POLICY=passive in the environment. */
     if (runtime_is_libomp() || budget == 0)
         ck_assert_uint_eq(late, 0);
-    else if (!tt_test_quick() && overlapped >= 8)
+    else if (!th_test_quick() && overlapped >= 8)
         ck_assert_msg(late >= overlapped / 4, "%llu of %u roots late (%u ran at once)",
                       (unsigned long long)late, roots, overlapped);
     /* OMP_WAIT_POLICY=passive's budget of 0: no member spins for the caller. */
@@ -1325,9 +1308,9 @@ static uint64_t scope_end_joins_of(unsigned scopes, uint64_t spin_polls, bool ov
 
 START_TEST(test_scope_end_is_the_callers_done)
 {
-    if (tt_affinity_cpus() < 2)
+    if (th_affinity_cpus() < 2)
         return; /* the order needs the process's threads within its CPUs */
-    unsigned scopes = tt_test_quick() ? 4 : 50;
+    unsigned scopes = th_test_quick() ? 4 : 50;
     uint64_t budget;
     uint64_t joins = scope_end_joins_of(scopes, UINT64_MAX, false, &budget);
     if (budget == 0)
@@ -1391,7 +1374,7 @@ static void woke_scope_fn(void *arg, tt_scope *scope)
 
 START_TEST(test_woken_members_sampled_before_join)
 {
-    if (tt_affinity_cpus() < 2)
+    if (th_affinity_cpus() < 2)
         return;
     tt_pool_attr *a;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
@@ -1428,7 +1411,7 @@ START_TEST(test_woken_members_sampled_before_join)
     }
     tt__test_runnable_hook(false, 0, 0);
     tt_pool_destroy(pool);
-    if (!tt_test_quick())
+    if (!th_test_quick())
         ck_assert_msg(checked > 0, "the member never slept in 10 tries");
 }
 END_TEST
@@ -1460,7 +1443,7 @@ static void crowd_gather(void *arg, tt_section *s)
 {
     crowd_run *r = arg;
     unsigned k = tt_section_rank(s);
-    (void)tt_bind_to_cpu(r->target);
+    (void)th_bind_to_cpu(r->target);
     r->gathered[k] = sched_getcpu();
     if (!(r->keep_member_bound && k == 1))
         (void)sched_setaffinity(0, sizeof r->mask[k], &r->mask[k]);
@@ -1483,8 +1466,8 @@ static void crowd_part(void *arg, tt_section *s)
     (void)sched_getaffinity(0, sizeof r->mask[k], &r->mask[k]);
     /* The leader to the target; each member to another of its CPUs, where
      * it has one. */
-    int cpu = k > 0 ? tt_first_cpu_of(&r->mask[k], r->target) : -1;
-    (void)tt_bind_to_cpu(cpu >= 0 ? cpu : r->target);
+    int cpu = k > 0 ? th_first_cpu_of(&r->mask[k], r->target) : -1;
+    (void)th_bind_to_cpu(cpu >= 0 ? cpu : r->target);
 }
 
 static void crowd_note(void *arg, tt_section *s)
@@ -1540,7 +1523,7 @@ static tt_pool *crowd_pool(unsigned width, int *target, cpu_set_t *set)
     cpu_set_t mine;
     CPU_ZERO(&mine);
     ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
-    *target = tt_first_cpu_of(&mine, -1);
+    *target = th_first_cpu_of(&mine, -1);
     if (set)
         *set = mine;
     return pool;
@@ -1610,7 +1593,7 @@ static bool crowd_gathered(const crowd_run *r)
 
 START_TEST(test_crowded_member_moves_off)
 {
-    if (tt_affinity_cpus() < 2 || getenv("LIKWID_PIN"))
+    if (th_affinity_cpus() < 2 || getenv("LIKWID_PIN"))
         return;
     /* The kernel may part them first (then nothing moves): the test asks
      * for one try with a move, and for the threads apart after it. */
@@ -1638,7 +1621,7 @@ START_TEST(test_crowded_member_moves_off)
             apart += r.cpu[i][0] != r.cpu[i][1];
         ck_assert_msg(apart >= 1, "leader and member shared CPU %d in every section", r.target);
     }
-    if (!tt_test_quick()) {
+    if (!th_test_quick()) {
         ck_assert_msg(conclusive > 0, "the participants never shared a CPU in 8 tries");
         ck_assert_msg(moved > 0, "the member stayed on its leader's CPU (%d tries)", conclusive);
     }
@@ -1664,17 +1647,17 @@ static void crowd_one_scope(void *arg, tt_scope *sc)
 
 START_TEST(test_crowded_member_moves_off_across_scopes)
 {
-    if (tt_affinity_cpus() < 2 || getenv("LIKWID_PIN"))
+    if (th_affinity_cpus() < 2 || getenv("LIKWID_PIN"))
         return;
     cpu_set_t set;
     int target;
     tt_pool *pool = crowd_pool(2, &target, &set);
-    unsigned scopes = tt_test_quick() ? 20 : 200;
+    unsigned scopes = th_test_quick() ? 20 : 200;
     crowd_run r;
     memset(&r, 0, sizeof r);
     uint64_t n0 = tt__test_pool_nudges(pool);
     ck_assert_int_eq(tt__test_scope_cpu_hook(target), -1);
-    uint64_t t0 = tt_now_ns();
+    uint64_t t0 = th_now_ns();
     for (unsigned i = 0; i < scopes; i++) {
         /* crowd_finish compares each participant's mask with r.mask */
         for (unsigned k = 0; k < 2; k++)
@@ -1686,7 +1669,7 @@ START_TEST(test_crowded_member_moves_off_across_scopes)
             ck_assert_msg(r.mask_back[k], "scope %u: participant %u's affinity mask changed", i,
                           k);
     }
-    uint64_t ms = (tt_now_ns() - t0) / 1000000u;
+    uint64_t ms = (th_now_ns() - t0) / 1000000u;
     tt__test_scope_cpu_hook(-1);
     uint64_t nudges = tt__test_pool_nudges(pool) - n0;
     tt_pool_destroy(pool);
@@ -1728,14 +1711,14 @@ static void crowd_empty_scope(void *arg, tt_scope *sc)
  * The skip counter says what the member decided, whatever the timing. */
 START_TEST(test_crowded_member_does_not_wait_for_leader)
 {
-    if (tt_affinity_cpus() < 2 || getenv("LIKWID_PIN"))
+    if (th_affinity_cpus() < 2 || getenv("LIKWID_PIN"))
         return;
     tt__test_runnable_hook(true, 1, 2);
     uint32_t threads = tt__test_threads_hook(1000);
     int target;
     tt_pool *pool = crowd_pool(2, &target, NULL);
     bool passive = tt_pool_spin_polls(pool) == 0;
-    unsigned scopes = tt_test_quick() ? 20 : 200;
+    unsigned scopes = th_test_quick() ? 20 : 200;
     uint64_t late[2], skips[2];
     for (int hooked = 0; hooked < 2; hooked++) {
         if (hooked)
@@ -1765,7 +1748,7 @@ START_TEST(test_crowded_member_does_not_wait_for_leader)
     /* With one look each, a member that found its leader still at work
      * went on to the barrier: never more of those than skips. */
     ck_assert_uint_le(late[1], skips[1]);
-    if (!tt_test_quick())
+    if (!th_test_quick())
         ck_assert_msg(late[0] < scopes / 2,
                       "apart, members gave up on their leader in %llu of %u scopes",
                       (unsigned long long)late[0], scopes);
@@ -1774,7 +1757,7 @@ END_TEST
 
 START_TEST(test_crowded_bound_member_stays)
 {
-    if (tt_affinity_cpus() < 2 || getenv("LIKWID_PIN"))
+    if (th_affinity_cpus() < 2 || getenv("LIKWID_PIN"))
         return;
     int conclusive = 0;
     for (int tries = 0; tries < 8 && conclusive < 2; tries++) {
@@ -1789,14 +1772,14 @@ START_TEST(test_crowded_bound_member_stays)
         for (unsigned i = 0; i < CROWD_SECTIONS; i++)
             ck_assert_int_eq(r.cpu[i][1], r.target);
     }
-    if (!tt_test_quick())
+    if (!th_test_quick())
         ck_assert_msg(conclusive > 0, "the participants never shared a CPU in 8 tries");
 }
 END_TEST
 
 START_TEST(test_crowded_no_nudge_where_threads_must_share)
 {
-    unsigned cpus = tt_affinity_cpus();
+    unsigned cpus = th_affinity_cpus();
     if (cpus < 2 || cpus + 1 > CROWD_MAX || getenv("LIKWID_PIN"))
         return;
     crowd_run r;
@@ -1820,14 +1803,14 @@ END_TEST
 static Suite *waits_suite(void)
 {
     Suite *s = suite_create("waits");
-    TCase *tc = tt_tcase(s, "no-wait", 60);
+    TCase *tc = th_tcase(s, "no-wait", 60);
     tcase_add_test(tc, test_member_scope_never_waits);
 #if TT_PARALLEL_ENABLED
     tcase_add_test(tc, test_member_not_behind_plain_thread);
     tcase_add_test(tc, test_external_callee_calls_back);
     tcase_add_test(tc, test_external_member_root_width);
 #endif
-    TCase *pol = tt_tcase(s, "policy", 120);
+    TCase *pol = th_tcase(s, "policy", 120);
     tcase_add_test(pol, test_wait_env_parse);
     tcase_add_test(pol, test_descheduled_waiter_sleeps);
     tcase_add_test(pol, test_oversubscribed_spin_sleeps);
@@ -1843,7 +1826,7 @@ static Suite *waits_suite(void)
     tcase_add_test(pol, test_members_wait_for_caller_only_where_it_pays);
     tcase_add_test(pol, test_scope_end_is_the_callers_done);
     tcase_add_test(pol, test_woken_members_sampled_before_join);
-    TCase *crowd = tt_tcase(s, "crowded", 60);
+    TCase *crowd = th_tcase(s, "crowded", 60);
     tcase_add_test(crowd, test_crowded_member_moves_off);
     tcase_add_test(crowd, test_crowded_member_moves_off_across_scopes);
     tcase_add_test(crowd, test_crowded_bound_member_stays);
@@ -1857,5 +1840,5 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--wait-child"))
         return wait_child(strtoull(argv[2], NULL, 10));
-    return tt_run_suite(waits_suite());
+    return th_run_suite(waits_suite());
 }

@@ -13,7 +13,7 @@
 #include <time.h>
 
 /* Monotonic clock in nanoseconds. */
-static inline uint64_t tt_proc_now_ns(void)
+static inline uint64_t th_proc_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -21,7 +21,7 @@ static inline uint64_t tt_proc_now_ns(void)
 }
 
 /* Sleep `us` microseconds, resuming after signals. */
-static inline void tt_proc_sleep_us(unsigned us)
+static inline void th_proc_sleep_us(unsigned us)
 {
     struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
@@ -29,7 +29,7 @@ static inline void tt_proc_sleep_us(unsigned us)
 }
 
 /* Threads of this process now (-1 when /proc is not there). */
-static inline int tt_proc_count_threads(void)
+static inline int th_proc_count_threads(void)
 {
     DIR *d = opendir("/proc/self/task");
     if (!d)
@@ -44,7 +44,7 @@ static inline int tt_proc_count_threads(void)
 }
 
 /* CPUs of the calling thread's affinity set (at least 1). */
-static inline unsigned tt_proc_cpus(void)
+static inline unsigned th_proc_cpus(void)
 {
     cpu_set_t set;
     CPU_ZERO(&set);

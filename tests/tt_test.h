@@ -6,24 +6,24 @@
  * --disable-parallel configuration (TT_PARALLEL_ENABLED 0) without OpenMP.
  *
  * What it gives:
- *  - tt_tcase(): a TCase with a Check timeout (which Check scales by
+ *  - th_tcase(): a TCase with a Check timeout (which Check scales by
  *    CK_TIMEOUT_MULTIPLIER) and a watchdog fixture that aborts the process
  *    a little after that timeout, so a hang also fails when Check runs
  *    without fork (CK_FORK=no, as under valgrind), where Check enforces no
  *    timeout of its own;
  *  - TT_CHECK(): an assertion usable on any thread (jobs, bodies, pool
  *    members): it records the failure instead of long-jumping out of the
- *    library's frames; tt_assert_no_failures() turns the record into a
+ *    library's frames; th_assert_no_failures() turns the record into a
  *    Check failure on the test's own thread. Use ck_assert only on the
  *    test's thread, outside every callback;
- *  - tt_live: a live-task counter that tracks its maximum (atomics);
- *  - tt_tbarrier: a reusable barrier whose wait fails after a timeout
+ *  - th_live: a live-task counter that tracks its maximum (atomics);
+ *  - th_tbarrier: a reusable barrier whose wait fails after a timeout
  *    instead of hanging;
  *  - pools of a given width with test spin settings; the expected width in
- *    this build (tt_expect_width: 1 under --disable-parallel);
+ *    this build (th_expect_width: 1 under --disable-parallel);
  *  - /proc/self/task: thread counts, thread names, whether a tid lives;
  *  - iteration scaling: TT_TEST_QUICK=1 divides iteration counts by 20
- *    (tt_iters), TT_TEST_SCALE=<k> divides them by k;
+ *    (th_iters), TT_TEST_SCALE=<k> divides them by k;
  *  - a seeded PRNG (splitmix64), clocks, a short busy spin.
  *
  * Environment:
@@ -69,7 +69,7 @@
 /* ------------------------------------------------------------------------ */
 
 /* The width a pool asked for `w` threads gets in this build. */
-static inline unsigned tt_expect_width(unsigned w)
+static inline unsigned th_expect_width(unsigned w)
 {
 #if TT_PARALLEL_ENABLED
     return w;
@@ -80,9 +80,9 @@ static inline unsigned tt_expect_width(unsigned w)
 }
 
 /* The budget a root minted for `b` slots of a pool of `w` threads gets. */
-static inline unsigned tt_expect_budget(unsigned w, unsigned b)
+static inline unsigned th_expect_budget(unsigned w, unsigned b)
 {
-    unsigned ww = tt_expect_width(w);
+    unsigned ww = th_expect_width(w);
     return b < ww ? b : ww;
 }
 
@@ -90,7 +90,7 @@ static inline unsigned tt_expect_budget(unsigned w, unsigned b)
 /* Environment and scaling                                                   */
 /* ------------------------------------------------------------------------ */
 
-static inline long tt__env_long(const char *name, long dflt)
+static inline long th_env_long(const char *name, long dflt)
 {
     const char *s = getenv(name);
     if (!s || !*s)
@@ -100,30 +100,30 @@ static inline long tt__env_long(const char *name, long dflt)
     return (end && end != s) ? v : dflt;
 }
 
-static inline bool tt_test_quick(void)
+static inline bool th_test_quick(void)
 {
-    return tt__env_long("TT_TEST_QUICK", 0) != 0;
+    return th_env_long("TT_TEST_QUICK", 0) != 0;
 }
 
 /* The divisor of every iteration count. */
-static inline long tt_test_divisor(void)
+static inline long th_test_divisor(void)
 {
-    long k = tt__env_long("TT_TEST_SCALE", 0);
+    long k = th_env_long("TT_TEST_SCALE", 0);
     if (k > 0)
         return k;
-    return tt_test_quick() ? 20 : 1;
+    return th_test_quick() ? 20 : 1;
 }
 
 /* n iterations, scaled down by the divisor, at least 1. */
-static inline unsigned tt_iters(unsigned n)
+static inline unsigned th_iters(unsigned n)
 {
-    long d = tt_test_divisor();
+    long d = th_test_divisor();
     unsigned v = (unsigned)((long)n / d);
     return v ? v : 1u;
 }
 
 /* Multiplier of every timeout (Check's own variable, so both agree). */
-static inline double tt_timeout_mult(void)
+static inline double th_timeout_mult(void)
 {
     const char *s = getenv("CK_TIMEOUT_MULTIPLIER");
     if (s && *s) {
@@ -135,13 +135,13 @@ static inline double tt_timeout_mult(void)
 }
 
 /* A timeout of `s` seconds, scaled. */
-static inline double tt_timeout(double s) { return s * tt_timeout_mult(); }
+static inline double th_timeout(double s) { return s * th_timeout_mult(); }
 
 /* ------------------------------------------------------------------------ */
 /* Clocks, spins, ids                                                        */
 /* ------------------------------------------------------------------------ */
 
-static inline uint64_t tt_now_ns(void)
+static inline uint64_t th_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -149,24 +149,24 @@ static inline uint64_t tt_now_ns(void)
 }
 
 /* Busy-wait about `us` microseconds (makes overlaps observable). */
-static inline void tt_spin_us(unsigned us)
+static inline void th_spin_us(unsigned us)
 {
-    uint64_t end = tt_now_ns() + (uint64_t)us * 1000u;
-    while (tt_now_ns() < end)
+    uint64_t end = th_now_ns() + (uint64_t)us * 1000u;
+    while (th_now_ns() < end)
         ;
 }
 
-static inline void tt_sleep_us(unsigned us)
+static inline void th_sleep_us(unsigned us)
 {
     struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
 
-static inline pid_t tt_gettid(void) { return (pid_t)syscall(SYS_gettid); }
+static inline pid_t th_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
 /* CPUs in the calling thread's affinity set. */
-static inline unsigned tt_affinity_cpus(void)
+static inline unsigned th_affinity_cpus(void)
 {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -178,7 +178,7 @@ static inline unsigned tt_affinity_cpus(void)
 
 /* The first CPU of `set` other than `skip` (-1: none skipped); -1 when
  * there is none. */
-static inline int tt_first_cpu_of(const cpu_set_t *set, int skip)
+static inline int th_first_cpu_of(const cpu_set_t *set, int skip)
 {
     for (int c = 0; c < CPU_SETSIZE; c++)
         if (c != skip && CPU_ISSET(c, set))
@@ -187,7 +187,7 @@ static inline int tt_first_cpu_of(const cpu_set_t *set, int skip)
 }
 
 /* Bind the calling thread to `cpu` alone (sched_setaffinity's result). */
-static inline int tt_bind_to_cpu(int cpu)
+static inline int th_bind_to_cpu(int cpu)
 {
     cpu_set_t one;
     CPU_ZERO(&one);
@@ -199,7 +199,7 @@ static inline int tt_bind_to_cpu(int cpu)
 /* PRNG: splitmix64                                                          */
 /* ------------------------------------------------------------------------ */
 
-static inline uint64_t tt_mix64(uint64_t z)
+static inline uint64_t th_mix64(uint64_t z)
 {
     z += 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -207,35 +207,35 @@ static inline uint64_t tt_mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
-static inline uint64_t tt_rng_next(uint64_t *s)
+static inline uint64_t th_rng_next(uint64_t *s)
 {
     *s += 0x9e3779b97f4a7c15ull;
-    return tt_mix64(*s);
+    return th_mix64(*s);
 }
 
 /* Uniform in [0, n) (n > 0; the bias is irrelevant here). */
-static inline unsigned tt_rng_below(uint64_t *s, unsigned n)
+static inline unsigned th_rng_below(uint64_t *s, unsigned n)
 {
-    return (unsigned)(tt_rng_next(s) % n);
+    return (unsigned)(th_rng_next(s) % n);
 }
 
 /* A child seed: deterministic in (seed, i), independent of execution order. */
-static inline uint64_t tt_seed_child(uint64_t seed, uint64_t i)
+static inline uint64_t th_seed_child(uint64_t seed, uint64_t i)
 {
-    return tt_mix64(seed ^ tt_mix64(i + 0x632be59bd9b4e019ull));
+    return th_mix64(seed ^ th_mix64(i + 0x632be59bd9b4e019ull));
 }
 
 /* ------------------------------------------------------------------------ */
 /* Failures recorded on any thread                                           */
 /* ------------------------------------------------------------------------ */
 
-static _Atomic unsigned tt__fail_count;
-static pthread_mutex_t tt__fail_lock = PTHREAD_MUTEX_INITIALIZER;
-static char tt__fail_first[512];
+static _Atomic unsigned th_fail_count;
+static pthread_mutex_t th_fail_lock = PTHREAD_MUTEX_INITIALIZER;
+static char th_fail_first[512];
 
-static TT_TEST_UNUSED void tt_note_failure(const char *file, int line, const char *fmt, ...)
+static TT_TEST_UNUSED void th_note_failure(const char *file, int line, const char *fmt, ...)
 {
-    unsigned n = atomic_fetch_add(&tt__fail_count, 1);
+    unsigned n = atomic_fetch_add(&th_fail_count, 1);
     if (n < 8) {
         char msg[400];
         va_list ap;
@@ -243,10 +243,10 @@ static TT_TEST_UNUSED void tt_note_failure(const char *file, int line, const cha
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
         fprintf(stderr, "%s:%d: check failed: %s\n", file, line, msg);
-        pthread_mutex_lock(&tt__fail_lock);
-        if (n == 0 || !tt__fail_first[0])
-            snprintf(tt__fail_first, sizeof tt__fail_first, "%s:%d: %s", file, line, msg);
-        pthread_mutex_unlock(&tt__fail_lock);
+        pthread_mutex_lock(&th_fail_lock);
+        if (n == 0 || !th_fail_first[0])
+            snprintf(th_fail_first, sizeof th_fail_first, "%s:%d: %s", file, line, msg);
+        pthread_mutex_unlock(&th_fail_lock);
     }
 }
 
@@ -254,30 +254,30 @@ static TT_TEST_UNUSED void tt_note_failure(const char *file, int line, const cha
 #define TT_CHECK(cond, ...)                                                    \
     do {                                                                       \
         if (!(cond))                                                           \
-            tt_note_failure(__FILE__, __LINE__, __VA_ARGS__);                  \
+            th_note_failure(__FILE__, __LINE__, __VA_ARGS__);                  \
     } while (0)
 
-static inline unsigned tt_failures(void) { return atomic_load(&tt__fail_count); }
+static inline unsigned th_failures(void) { return atomic_load(&th_fail_count); }
 
-static inline void tt_reset_failures(void)
+static inline void th_reset_failures(void)
 {
-    pthread_mutex_lock(&tt__fail_lock);
-    tt__fail_first[0] = 0;
-    pthread_mutex_unlock(&tt__fail_lock);
-    atomic_store(&tt__fail_count, 0);
+    pthread_mutex_lock(&th_fail_lock);
+    th_fail_first[0] = 0;
+    pthread_mutex_unlock(&th_fail_lock);
+    atomic_store(&th_fail_count, 0);
 }
 
 /* On the test's own thread: fail the test when any TT_CHECK failed. */
-#define tt_assert_no_failures()                                                \
+#define th_assert_no_failures()                                                \
     do {                                                                       \
-        unsigned tt__n = tt_failures();                                        \
-        if (tt__n) {                                                           \
-            char tt__msg[sizeof tt__fail_first];                               \
-            pthread_mutex_lock(&tt__fail_lock);                                \
-            memcpy(tt__msg, tt__fail_first, sizeof tt__msg);                   \
-            pthread_mutex_unlock(&tt__fail_lock);                              \
-            tt_reset_failures();                                               \
-            ck_abort_msg("%u check(s) failed; first: %s", tt__n, tt__msg);     \
+        unsigned th_n = th_failures();                                        \
+        if (th_n) {                                                           \
+            char th_msg[sizeof th_fail_first];                               \
+            pthread_mutex_lock(&th_fail_lock);                                \
+            memcpy(th_msg, th_fail_first, sizeof th_msg);                   \
+            pthread_mutex_unlock(&th_fail_lock);                              \
+            th_reset_failures();                                               \
+            ck_abort_msg("%u check(s) failed; first: %s", th_n, th_msg);     \
         }                                                                      \
     } while (0)
 
@@ -294,13 +294,13 @@ static inline void tt_reset_failures(void)
 /* Live counter with maximum                                                 */
 /* ------------------------------------------------------------------------ */
 
-typedef struct tt_live {
+typedef struct th_live {
     _Atomic int live;
     _Atomic int max;
     _Atomic long entries;
-} tt_live;
+} th_live;
 
-static inline void tt_live_init(tt_live *l)
+static inline void th_live_init(th_live *l)
 {
     atomic_store(&l->live, 0);
     atomic_store(&l->max, 0);
@@ -308,7 +308,7 @@ static inline void tt_live_init(tt_live *l)
 }
 
 /* Add n running tasks; returns the new count and raises the maximum. */
-static inline int tt_live_add(tt_live *l, int n)
+static inline int th_live_add(th_live *l, int n)
 {
     int now = atomic_fetch_add(&l->live, n) + n;
     atomic_fetch_add(&l->entries, 1);
@@ -317,11 +317,11 @@ static inline int tt_live_add(tt_live *l, int n)
         ;
     return now;
 }
-static inline int tt_live_enter(tt_live *l) { return tt_live_add(l, 1); }
-static inline void tt_live_sub(tt_live *l, int n) { atomic_fetch_sub(&l->live, n); }
-static inline void tt_live_leave(tt_live *l) { tt_live_sub(l, 1); }
-static inline int tt_live_max(tt_live *l) { return atomic_load(&l->max); }
-static inline int tt_live_now(tt_live *l) { return atomic_load(&l->live); }
+static inline int th_live_enter(th_live *l) { return th_live_add(l, 1); }
+static inline void th_live_sub(th_live *l, int n) { atomic_fetch_sub(&l->live, n); }
+static inline void th_live_leave(th_live *l) { th_live_sub(l, 1); }
+static inline int th_live_max(th_live *l) { return atomic_load(&l->max); }
+static inline int th_live_now(th_live *l) { return atomic_load(&l->live); }
 
 /* ------------------------------------------------------------------------ */
 /* Barrier with a timeout                                                    */
@@ -330,15 +330,15 @@ static inline int tt_live_now(tt_live *l) { return atomic_load(&l->live); }
 /* A reusable barrier of `parties`. A wait that does not complete within its
  * timeout breaks the barrier: it and every later wait return -1 at once, so
  * a test fails instead of hanging. */
-typedef struct tt_tbarrier {
+typedef struct th_tbarrier {
     pthread_mutex_t m;
     pthread_cond_t c;
     unsigned parties, count;
     unsigned long gen;
     bool broken;
-} tt_tbarrier;
+} th_tbarrier;
 
-static inline void tt_tbarrier_init(tt_tbarrier *b, unsigned parties)
+static inline void th_tbarrier_init(th_tbarrier *b, unsigned parties)
 {
     pthread_mutex_init(&b->m, NULL);
     pthread_condattr_t ca;
@@ -352,18 +352,18 @@ static inline void tt_tbarrier_init(tt_tbarrier *b, unsigned parties)
     b->broken = false;
 }
 
-static inline void tt_tbarrier_destroy(tt_tbarrier *b)
+static inline void th_tbarrier_destroy(th_tbarrier *b)
 {
     pthread_cond_destroy(&b->c);
     pthread_mutex_destroy(&b->m);
 }
 
 /* 1 for the last arriver, 0 for the others, -1 on timeout or when broken. */
-static inline int tt_tbarrier_wait(tt_tbarrier *b, double timeout_s)
+static inline int th_tbarrier_wait(th_tbarrier *b, double timeout_s)
 {
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
-    double t = tt_timeout(timeout_s);
+    double t = th_timeout(timeout_s);
     dl.tv_sec += (time_t)t;
     dl.tv_nsec += (long)((t - (double)(time_t)t) * 1e9);
     if (dl.tv_nsec >= 1000000000L) {
@@ -399,21 +399,21 @@ static inline int tt_tbarrier_wait(tt_tbarrier *b, double timeout_s)
 /* A one-shot flag to wait on with a timeout                                 */
 /* ------------------------------------------------------------------------ */
 
-typedef struct tt_flag {
+typedef struct th_flag {
     _Atomic int v;
-} tt_flag;
+} th_flag;
 
-static inline void tt_flag_set(tt_flag *f, int v) { atomic_store(&f->v, v); }
-static inline int tt_flag_get(tt_flag *f) { return atomic_load(&f->v); }
+static inline void th_flag_set(th_flag *f, int v) { atomic_store(&f->v, v); }
+static inline int th_flag_get(th_flag *f) { return atomic_load(&f->v); }
 
 /* Wait until the flag reaches at least v; false on timeout. */
-static inline bool tt_flag_wait_ge(tt_flag *f, int v, double timeout_s)
+static inline bool th_flag_wait_ge(th_flag *f, int v, double timeout_s)
 {
-    uint64_t end = tt_now_ns() + (uint64_t)(tt_timeout(timeout_s) * 1e9);
+    uint64_t end = th_now_ns() + (uint64_t)(th_timeout(timeout_s) * 1e9);
     while (atomic_load(&f->v) < v) {
-        if (tt_now_ns() > end)
+        if (th_now_ns() > end)
             return false;
-        tt_sleep_us(100);
+        th_sleep_us(100);
     }
     return true;
 }
@@ -422,38 +422,38 @@ static inline bool tt_flag_wait_ge(tt_flag *f, int v, double timeout_s)
 /* Pools with test settings                                                  */
 /* ------------------------------------------------------------------------ */
 
-static inline uint64_t tt_test_spin_polls(void)
+static inline uint64_t th_test_spin_polls(void)
 {
-    long v = tt__env_long("TT_TEST_SPIN_POLLS", -1);
+    long v = th_env_long("TT_TEST_SPIN_POLLS", -1);
     if (v >= 0)
         return (uint64_t)v;
-    return tt_test_quick() ? 200u : 20000u;
+    return th_test_quick() ? 200u : 20000u;
 }
 
 /* The attributes of a test pool. A field left 0 takes a default: the
- * suite's spin polls (tt_test_spin_polls), the library's idle spin and
+ * suite's spin polls (th_test_spin_polls), the library's idle spin and
  * acquire timeout; a name makes the pool dedicated. exact_waits sets
  * spin_polls and idle_spin_ns as given, 0 included (0 = sleep at once):
  * without it a pool meant never to spin would spin with the defaults. */
-typedef struct tt_test_pool_opts {
+typedef struct th_test_pool_opts {
     unsigned width; /* 0: the library's default width */
     uint64_t spin_polls, idle_spin_ns, acquire_ns;
     const char *name;
     bool exact_waits;
-} tt_test_pool_opts;
+} th_test_pool_opts;
 
 /* A pool with the given attributes, e.g. TT_TEST_POOL(.width = 3,
  * .acquire_ns = UINT64_MAX). Fails the test (on its own thread) when the
  * pool cannot be built or has another width than the build allows. */
-#define TT_TEST_POOL(...) tt_test_pool((tt_test_pool_opts){__VA_ARGS__})
-static inline tt_pool *tt_test_pool(tt_test_pool_opts o)
+#define TT_TEST_POOL(...) th_test_pool((th_test_pool_opts){__VA_ARGS__})
+static inline tt_pool *th_test_pool(th_test_pool_opts o)
 {
     tt_pool_attr *a = NULL;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_threads(a, o.width), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_spin_polls(a, o.spin_polls || o.exact_waits
                                                         ? o.spin_polls
-                                                        : tt_test_spin_polls()),
+                                                        : th_test_spin_polls()),
                      TT_OK);
     if (o.idle_spin_ns || o.exact_waits)
         ck_assert_int_eq(tt_pool_attr_set_idle_spin(a, o.idle_spin_ns), TT_OK);
@@ -467,24 +467,24 @@ static inline tt_pool *tt_test_pool(tt_test_pool_opts o)
     ck_assert_msg(rc == TT_OK, "tt_pool_create(width %u): %s", o.width, tt_status_name(rc));
     ck_assert_ptr_nonnull(p);
     if (o.width)
-        ck_assert_uint_eq(tt_pool_width(p), tt_expect_width(o.width));
+        ck_assert_uint_eq(tt_pool_width(p), th_expect_width(o.width));
     return p;
 }
 
 /* A pool of `width` threads (0: all CPUs) with the given waits. */
-static inline tt_pool *tt_make_pool_spin(unsigned width, uint64_t spin_polls, uint64_t idle_spin_ns)
+static inline tt_pool *th_make_pool_spin(unsigned width, uint64_t spin_polls, uint64_t idle_spin_ns)
 {
     return TT_TEST_POOL(.width = width, .spin_polls = spin_polls, .idle_spin_ns = idle_spin_ns,
                         .exact_waits = true);
 }
 
 /* A pool of `width` threads with the test waits (short spins). */
-static inline tt_pool *tt_make_pool(unsigned width)
+static inline tt_pool *th_make_pool(unsigned width)
 {
-    return tt_make_pool_spin(width, tt_test_spin_polls(), 100000u /* 100 us */);
+    return th_make_pool_spin(width, th_test_spin_polls(), 100000u /* 100 us */);
 }
 
-static inline void tt_free_pool(tt_pool *p)
+static inline void th_free_pool(tt_pool *p)
 {
     int rc = tt_pool_destroy(p);
     ck_assert_msg(rc == TT_OK, "tt_pool_destroy: %s", tt_status_name(rc));
@@ -495,10 +495,10 @@ static inline void tt_free_pool(tt_pool *p)
 /* ------------------------------------------------------------------------ */
 
 /* Threads of this process now (-1 when /proc is not there). */
-static inline int tt_count_threads(void) { return tt_proc_count_threads(); }
+static inline int th_count_threads(void) { return th_proc_count_threads(); }
 
 /* The name (comm) of thread `tid` into buf; false when it is gone. */
-static inline bool tt_thread_comm(pid_t tid, char *buf, size_t len)
+static inline bool th_thread_comm(pid_t tid, char *buf, size_t len)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
@@ -512,7 +512,7 @@ static inline bool tt_thread_comm(pid_t tid, char *buf, size_t len)
     return ok;
 }
 
-static inline bool tt_tid_alive(pid_t tid)
+static inline bool th_tid_alive(pid_t tid)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
@@ -521,7 +521,7 @@ static inline bool tt_tid_alive(pid_t tid)
 
 /* The tid of a thread named exactly `name`, or 0; *count (may be NULL) gets
  * how many threads have that name. */
-static inline pid_t tt_find_thread_named(const char *name, int *count)
+static inline pid_t th_find_thread_named(const char *name, int *count)
 {
     DIR *d = opendir("/proc/self/task");
     pid_t found = 0;
@@ -533,7 +533,7 @@ static inline pid_t tt_find_thread_named(const char *name, int *count)
                 continue;
             char comm[64];
             pid_t tid = (pid_t)atoi(e->d_name);
-            if (tt_thread_comm(tid, comm, sizeof comm) && strcmp(comm, name) == 0) {
+            if (th_thread_comm(tid, comm, sizeof comm) && strcmp(comm, name) == 0) {
                 n++;
                 found = tid;
             }
@@ -546,7 +546,7 @@ static inline pid_t tt_find_thread_named(const char *name, int *count)
 }
 
 /* Threads whose name starts with `prefix`. */
-static inline int tt_count_threads_prefixed(const char *prefix)
+static inline int th_count_threads_prefixed(const char *prefix)
 {
     DIR *d = opendir("/proc/self/task");
     int n = 0;
@@ -557,7 +557,7 @@ static inline int tt_count_threads_prefixed(const char *prefix)
             if (e->d_name[0] == '.')
                 continue;
             char comm[64];
-            if (tt_thread_comm((pid_t)atoi(e->d_name), comm, sizeof comm) &&
+            if (th_thread_comm((pid_t)atoi(e->d_name), comm, sizeof comm) &&
                 strncmp(comm, prefix, pl) == 0)
                 n++;
         }
@@ -574,12 +574,12 @@ static inline int tt_count_threads_prefixed(const char *prefix)
  * listed in /proc; a test that takes the count as its baseline and then
  * waits for the count to come back to it would wait for a thread that is
  * gone. */
-static inline int tt_count_threads_settled(void)
+static inline int th_count_threads_settled(void)
 {
-    int c = tt_count_threads();
+    int c = th_count_threads();
     for (int i = 0; i < 500; i++) {
-        tt_sleep_us(2000);
-        int d = tt_count_threads();
+        th_sleep_us(2000);
+        int d = th_count_threads();
         if (d == c)
             break;
         c = d;
@@ -587,12 +587,12 @@ static inline int tt_count_threads_settled(void)
     return c;
 }
 
-static inline int tt_wait_thread_count(int n, double timeout_s)
+static inline int th_wait_thread_count(int n, double timeout_s)
 {
-    uint64_t end = tt_now_ns() + (uint64_t)(tt_timeout(timeout_s) * 1e9);
+    uint64_t end = th_now_ns() + (uint64_t)(th_timeout(timeout_s) * 1e9);
     int c;
-    while ((c = tt_count_threads()) != n && tt_now_ns() < end)
-        tt_sleep_us(1000);
+    while ((c = th_count_threads()) != n && th_now_ns() < end)
+        th_sleep_us(1000);
     return c;
 }
 
@@ -602,15 +602,15 @@ static inline int tt_wait_thread_count(int n, double timeout_s)
 
 /* Join t; after timeout_s record a failure and return false (t is left
  * running: the test then fails, and Check or the watchdog ends it). */
-static inline bool tt_join_timeout(pthread_t t, double timeout_s)
+static inline bool th_join_timeout(pthread_t t, double timeout_s)
 {
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += (time_t)tt_timeout(timeout_s);
+    dl.tv_sec += (time_t)th_timeout(timeout_s);
     int rc = pthread_timedjoin_np(t, NULL, &dl);
     if (rc != 0) {
-        tt_note_failure(__FILE__, __LINE__, "thread did not finish within %.0f s (%s)",
-                        tt_timeout(timeout_s), strerror(rc));
+        th_note_failure(__FILE__, __LINE__, "thread did not finish within %.0f s (%s)",
+                        th_timeout(timeout_s), strerror(rc));
         return false;
     }
     return true;
@@ -620,131 +620,131 @@ static inline bool tt_join_timeout(pthread_t t, double timeout_s)
 /* Watchdog and tcases                                                       */
 /* ------------------------------------------------------------------------ */
 
-#define TT__MAX_TCASES 24
+#define TH_MAX_TCASES 24
 static struct {
     const char *name;
     double seconds;
-} tt__tcase_timeouts[TT__MAX_TCASES];
-static unsigned tt__tcase_count;
+} th_tcase_timeouts[TH_MAX_TCASES];
+static unsigned th_tcase_count;
 
-static pthread_mutex_t tt__wd_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t tt__wd_cond;
-static bool tt__wd_stop;
-static bool tt__wd_running;
-static pthread_t tt__wd_thread;
-static int tt__wd_tid; /* the watchdog's kernel thread id (Linux), or 0 */
-static double tt__wd_seconds;
-static char tt__wd_name[128];
+static pthread_mutex_t th_wd_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t th_wd_cond;
+static bool th_wd_stop;
+static bool th_wd_running;
+static pthread_t th_wd_thread;
+static int th_wd_tid; /* the watchdog's kernel thread id (Linux), or 0 */
+static double th_wd_seconds;
+static char th_wd_name[128];
 
-static void *tt__watchdog_main(void *arg)
+static void *th_watchdog_main(void *arg)
 {
     (void)arg;
 #if defined(__linux__)
     pthread_setname_np(pthread_self(), "tt-watchdog");
-    __atomic_store_n(&tt__wd_tid, (int)tt_gettid(), __ATOMIC_RELAXED);
+    __atomic_store_n(&th_wd_tid, (int)th_gettid(), __ATOMIC_RELAXED);
 #endif
     struct timespec dl;
     clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += (time_t)tt__wd_seconds + 1;
-    pthread_mutex_lock(&tt__wd_lock);
-    while (!tt__wd_stop) {
-        if (pthread_cond_timedwait(&tt__wd_cond, &tt__wd_lock, &dl) == ETIMEDOUT && !tt__wd_stop) {
+    dl.tv_sec += (time_t)th_wd_seconds + 1;
+    pthread_mutex_lock(&th_wd_lock);
+    while (!th_wd_stop) {
+        if (pthread_cond_timedwait(&th_wd_cond, &th_wd_lock, &dl) == ETIMEDOUT && !th_wd_stop) {
             fprintf(stderr,
                     "tt watchdog: tcase '%s' still running after %.0f s: aborting (a hang)\n",
-                    tt__wd_name, tt__wd_seconds);
+                    th_wd_name, th_wd_seconds);
             fflush(stderr);
             fflush(stdout);
             abort();
         }
     }
-    pthread_mutex_unlock(&tt__wd_lock);
+    pthread_mutex_unlock(&th_wd_lock);
     return NULL;
 }
 
-/* Start the watchdog of tcase slot `slot` (set up by tt_tcase). */
-static void tt__watchdog_start(unsigned slot)
+/* Start the watchdog of tcase slot `slot` (set up by th_tcase). */
+static void th_watchdog_start(unsigned slot)
 {
-    const char *name = slot < tt__tcase_count ? tt__tcase_timeouts[slot].name : "?";
-    double secs = slot < tt__tcase_count ? tt__tcase_timeouts[slot].seconds : 60;
-    tt_reset_failures();
+    const char *name = slot < th_tcase_count ? th_tcase_timeouts[slot].name : "?";
+    double secs = slot < th_tcase_count ? th_tcase_timeouts[slot].seconds : 60;
+    th_reset_failures();
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&tt__wd_cond, &ca);
+    pthread_cond_init(&th_wd_cond, &ca);
     pthread_condattr_destroy(&ca);
-    tt__wd_stop = false;
+    th_wd_stop = false;
     /* A little after Check's own timeout, so that Check reports a timeout
      * when it forks; without fork this is the only one. */
-    tt__wd_seconds = tt_timeout(secs) + 10;
-    snprintf(tt__wd_name, sizeof tt__wd_name, "%s", name);
-    tt__wd_running = pthread_create(&tt__wd_thread, NULL, tt__watchdog_main, NULL) == 0;
+    th_wd_seconds = th_timeout(secs) + 10;
+    snprintf(th_wd_name, sizeof th_wd_name, "%s", name);
+    th_wd_running = pthread_create(&th_wd_thread, NULL, th_watchdog_main, NULL) == 0;
 }
 
-static void tt__watchdog_teardown(void)
+static void th_watchdog_teardown(void)
 {
-    if (tt__wd_running) {
-        pthread_mutex_lock(&tt__wd_lock);
-        tt__wd_stop = true;
-        pthread_cond_broadcast(&tt__wd_cond);
-        pthread_mutex_unlock(&tt__wd_lock);
-        pthread_join(tt__wd_thread, NULL);
-        tt__wd_running = false;
+    if (th_wd_running) {
+        pthread_mutex_lock(&th_wd_lock);
+        th_wd_stop = true;
+        pthread_cond_broadcast(&th_wd_cond);
+        pthread_mutex_unlock(&th_wd_lock);
+        pthread_join(th_wd_thread, NULL);
+        th_wd_running = false;
         /* A joined thread can still be listed in /proc/self/task for a
          * moment. Without fork (CK_FORK=no) the next test starts right
          * away, and one that counts the process's threads at its start
          * (test_attr.c, test_pool_qos) counted this one too, and then
          * found one fewer (TT_TEST_QUICK=1 CK_FORK=no: 1 run in 6). So the
          * teardown waits until it is gone (at most 1 s). */
-        int tid = __atomic_exchange_n(&tt__wd_tid, 0, __ATOMIC_RELAXED);
+        int tid = __atomic_exchange_n(&th_wd_tid, 0, __ATOMIC_RELAXED);
         if (tid > 0) {
             char path[64];
             snprintf(path, sizeof path, "/proc/self/task/%d", tid);
             for (int i = 0; i < 10000 && access(path, F_OK) == 0; i++)
-                tt_sleep_us(100);
+                th_sleep_us(100);
         }
     }
-    pthread_cond_destroy(&tt__wd_cond);
+    pthread_cond_destroy(&th_wd_cond);
 }
 
 /* A fixture takes no argument: one setup function per tcase slot. */
-#define TT__WD_SETUP(n)                                                        \
-    static void tt__wd_setup_##n(void) { tt__watchdog_start(n); }
-TT__WD_SETUP(0) TT__WD_SETUP(1) TT__WD_SETUP(2) TT__WD_SETUP(3) TT__WD_SETUP(4)
-TT__WD_SETUP(5) TT__WD_SETUP(6) TT__WD_SETUP(7) TT__WD_SETUP(8) TT__WD_SETUP(9)
-TT__WD_SETUP(10) TT__WD_SETUP(11) TT__WD_SETUP(12) TT__WD_SETUP(13) TT__WD_SETUP(14)
-TT__WD_SETUP(15) TT__WD_SETUP(16) TT__WD_SETUP(17) TT__WD_SETUP(18) TT__WD_SETUP(19)
-TT__WD_SETUP(20) TT__WD_SETUP(21) TT__WD_SETUP(22) TT__WD_SETUP(23)
-#undef TT__WD_SETUP
-static void (*const tt__wd_setups[TT__MAX_TCASES])(void) = {
-    tt__wd_setup_0,  tt__wd_setup_1,  tt__wd_setup_2,  tt__wd_setup_3,  tt__wd_setup_4,
-    tt__wd_setup_5,  tt__wd_setup_6,  tt__wd_setup_7,  tt__wd_setup_8,  tt__wd_setup_9,
-    tt__wd_setup_10, tt__wd_setup_11, tt__wd_setup_12, tt__wd_setup_13, tt__wd_setup_14,
-    tt__wd_setup_15, tt__wd_setup_16, tt__wd_setup_17, tt__wd_setup_18, tt__wd_setup_19,
-    tt__wd_setup_20, tt__wd_setup_21, tt__wd_setup_22, tt__wd_setup_23,
+#define TH_WD_SETUP(n)                                                        \
+    static void th_wd_setup_##n(void) { th_watchdog_start(n); }
+TH_WD_SETUP(0) TH_WD_SETUP(1) TH_WD_SETUP(2) TH_WD_SETUP(3) TH_WD_SETUP(4)
+TH_WD_SETUP(5) TH_WD_SETUP(6) TH_WD_SETUP(7) TH_WD_SETUP(8) TH_WD_SETUP(9)
+TH_WD_SETUP(10) TH_WD_SETUP(11) TH_WD_SETUP(12) TH_WD_SETUP(13) TH_WD_SETUP(14)
+TH_WD_SETUP(15) TH_WD_SETUP(16) TH_WD_SETUP(17) TH_WD_SETUP(18) TH_WD_SETUP(19)
+TH_WD_SETUP(20) TH_WD_SETUP(21) TH_WD_SETUP(22) TH_WD_SETUP(23)
+#undef TH_WD_SETUP
+static void (*const th_wd_setups[TH_MAX_TCASES])(void) = {
+    th_wd_setup_0,  th_wd_setup_1,  th_wd_setup_2,  th_wd_setup_3,  th_wd_setup_4,
+    th_wd_setup_5,  th_wd_setup_6,  th_wd_setup_7,  th_wd_setup_8,  th_wd_setup_9,
+    th_wd_setup_10, th_wd_setup_11, th_wd_setup_12, th_wd_setup_13, th_wd_setup_14,
+    th_wd_setup_15, th_wd_setup_16, th_wd_setup_17, th_wd_setup_18, th_wd_setup_19,
+    th_wd_setup_20, th_wd_setup_21, th_wd_setup_22, th_wd_setup_23,
 };
 
 /* A tcase named `name` in suite s, with a timeout of `seconds` (scaled by
  * CK_TIMEOUT_MULTIPLIER, by Check and by the watchdog). At most
- * TT__MAX_TCASES per program. */
-static TT_TEST_UNUSED TCase *tt_tcase(Suite *s, const char *name, double seconds)
+ * TH_MAX_TCASES per program. */
+static TT_TEST_UNUSED TCase *th_tcase(Suite *s, const char *name, double seconds)
 {
     TCase *tc = tcase_create(name);
     tcase_set_timeout(tc, seconds);
-    if (tt__tcase_count < TT__MAX_TCASES) {
-        unsigned slot = tt__tcase_count++;
-        tt__tcase_timeouts[slot].name = name;
-        tt__tcase_timeouts[slot].seconds = seconds;
-        tcase_add_checked_fixture(tc, tt__wd_setups[slot], tt__watchdog_teardown);
+    if (th_tcase_count < TH_MAX_TCASES) {
+        unsigned slot = th_tcase_count++;
+        th_tcase_timeouts[slot].name = name;
+        th_tcase_timeouts[slot].seconds = seconds;
+        tcase_add_checked_fixture(tc, th_wd_setups[slot], th_watchdog_teardown);
     } else {
         fprintf(stderr, "tt_test.h: more than %d tcases: '%s' has no watchdog\n",
-                TT__MAX_TCASES, name);
+                TH_MAX_TCASES, name);
     }
     suite_add_tcase(s, tc);
     return tc;
 }
 
 /* Run the suite and turn the failures into the exit status. */
-static TT_TEST_UNUSED int tt_run_suite(Suite *s)
+static TT_TEST_UNUSED int th_run_suite(Suite *s)
 {
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
@@ -760,7 +760,7 @@ static TT_TEST_UNUSED int tt_run_suite(Suite *s)
 #define TT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Every return code of the library. */
-static const int tt_all_codes[] TT_TEST_UNUSED = {
+static const int th_all_codes[] TT_TEST_UNUSED = {
     TT_OK,         TT_EINVAL,       TT_ENOMEM,         TT_EAGAIN,
     TT_ESHORTTEAM, TT_ERANGE,       TT_ECONSUMED,      TT_ECOPY,
     TT_EBUSY,      TT_EFORKED,      TT_ENOTSUP,        TT_EWRONGTHREAD,
@@ -770,20 +770,20 @@ static const int tt_all_codes[] TT_TEST_UNUSED = {
 
 /* Index of the thread `self` in a table of up to n ids, adding it when new;
  * returns its index (n on overflow). Lock-free for a handful of threads. */
-typedef struct tt_thread_set {
+typedef struct th_thread_set {
     _Atomic(pthread_t) ids[64];
     _Atomic unsigned n;
     pthread_mutex_t lock;
-} tt_thread_set;
+} th_thread_set;
 
-static inline void tt_thread_set_init(tt_thread_set *s)
+static inline void th_thread_set_init(th_thread_set *s)
 {
     atomic_store(&s->n, 0);
     pthread_mutex_init(&s->lock, NULL);
 }
-static inline void tt_thread_set_destroy(tt_thread_set *s) { pthread_mutex_destroy(&s->lock); }
+static inline void th_thread_set_destroy(th_thread_set *s) { pthread_mutex_destroy(&s->lock); }
 
-static inline unsigned tt_thread_set_add(tt_thread_set *s, pthread_t self)
+static inline unsigned th_thread_set_add(th_thread_set *s, pthread_t self)
 {
     pthread_mutex_lock(&s->lock);
     unsigned n = atomic_load(&s->n);
@@ -801,6 +801,6 @@ static inline unsigned tt_thread_set_add(tt_thread_set *s, pthread_t self)
     pthread_mutex_unlock(&s->lock);
     return idx;
 }
-static inline unsigned tt_thread_set_size(tt_thread_set *s) { return atomic_load(&s->n); }
+static inline unsigned th_thread_set_size(th_thread_set *s) { return atomic_load(&s->n); }
 
 #endif /* TT_TEST_H */

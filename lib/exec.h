@@ -1,0 +1,86 @@
+/*
+ * exec.h -- the task engine of the entries on pooled tokens (exec.c),
+ * shared with the entries themselves (exec_entries.c): an entry record and
+ * its tasks, and the one path every such entry runs through. Types and
+ * declarations only; included by those two files alone.
+ */
+#ifndef TT_EXEC_H
+#define TT_EXEC_H
+
+#include "internal.h"
+
+typedef struct entry entry;
+typedef struct task {
+    tt__work w;
+    entry *e;
+    unsigned index;
+    uint32_t off, cnt; /* the task's members: gang[off, off + cnt) */
+    unsigned share;
+} task;
+
+struct entry {
+    tt__join join;
+    void (*body)(entry *e, const task *t);
+    const uint32_t *gang;
+    tt__crew *crew;
+    tt_pool *pool;
+    uint32_t pool_gen; /* children belong to the pool the entry's token did */
+    bool sleepy;       /* the waiter spins little: the work hands its CPU on */
+    void *ledger;
+};
+
+typedef struct range_entry {
+    entry e;
+    tt_range_fn body;
+    void *arg;
+    size_t len;
+    unsigned ntasks;
+} range_entry;
+
+/* The common body of tt_fork, tt_for_ranges, tt_broadcast and tt_external
+ * on a token without team authority, inside the entry frame (entry.c):
+ * locate the caller, run inline when one task (or no crew) suffices,
+ * otherwise reserve `need` members and run `ntasks` tasks splitting
+ * `budget`. */
+typedef struct run_spec {
+    unsigned ntasks, budget, need;
+    bool prefix; /* take slots 0..need-1 (broadcast)                    */
+    bool one;    /* one task on the first member, the rest held (external) */
+    /* With `one`: run the entry inline at width 1 when it does not spread
+     * (tt_external's callee on this thread, exec_entries.c). */
+    void (*inline_one)(entry *e);
+} run_spec;
+
+/* Run an entry in a frame already begun (tt_external; and below). */
+int tt__exec_run_entry(tt__entry *fr, entry *e, run_spec sp);
+
+/* Begin the entry frame on x and run the entry (tt_fork, tt_for_ranges,
+ * tt_broadcast). Inline, as the next one, so that the entries in
+ * exec_entries.c pay no call for them. */
+static inline int tt__exec_enter_and_run(tt__exec *x, entry *e, run_spec sp)
+{
+    tt__entry fr;
+    int rc = tt__entry_begin(&fr, x);
+    if (rc)
+        return rc;
+    return tt__exec_run_entry(&fr, e, sp);
+}
+
+/* Mint the child token of task t in place. */
+static inline void tt__exec_child_of(tt__exec *c, const entry *e, const task *t, uint32_t flags,
+                                     void *team)
+{
+    tt__token_spec s = {.pool = e->pool, .pool_gen = e->pool_gen, .budget = t->share,
+                        .flags = flags, .ledger = e->ledger, .team = team,
+                        .owner = pthread_self()};
+    if (t->cnt > 0) {
+        s.gang = e->gang;
+        s.gang_off = t->off;
+        s.gang_cnt = t->cnt;
+    }
+    tt__token_mint(c, &s);
+}
+/* The body of a plain split: task k runs range k. */
+void tt__exec_range_body(entry *e, const task *t);
+
+#endif /* TT_EXEC_H */
