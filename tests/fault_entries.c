@@ -327,9 +327,18 @@ int main(void)
         run_pool(true, width);
         if (window)
             window(0);
+        unsigned want = base + (have_idle ? 1u : 0u);
         unsigned left = threads_now();
-        if (left > base + (have_idle ? 1u : 0u)) {
-            fprintf(stderr, "fault_entries: %u threads after a dedicated pool's destroy (%u at start)\n",
+        /* The kernel drops an exited thread from the count when it reaps
+         * it, which on a loaded machine can come a moment after the join
+         * that saw it exit: a thread that is gone within 2 s was exiting,
+         * one still there then was left running. */
+        for (unsigned i = 0; left > want && i < 200; i++) {
+            usleep(10000);
+            left = threads_now();
+        }
+        if (left > want) {
+            fprintf(stderr, "fault_entries: %u threads 2 s after a dedicated pool's destroy (%u at start)\n",
                     left, base);
             bad = 3;
         }
