@@ -114,7 +114,7 @@ static int omp_start(tt__crew *c)
                                tt__omp_runtime_is_libomp() ? plain_host_main : omp_host_main, c);
     pthread_attr_destroy(&pa);
     if (rc == EINVAL)
-        return TT_EINVAL;
+        return TT__EINVAL("the stack size is refused by pthread_attr_setstacksize");
     if (rc != 0)
         return TT_EAGAIN;
     c->host_started = true;

@@ -150,7 +150,7 @@ static int fail(tt_cost_error *err, unsigned line, const char *fmt, ...)
         vsnprintf(err->message, sizeof err->message, fmt, ap);
         va_end(ap);
     }
-    return TT_EINVAL;
+    return TT__EINVAL("the dispatch-costs text does not parse (the tt_cost_error says where)");
 }
 
 static bool is_blank(char c)
@@ -418,12 +418,17 @@ int tt_dispatch_costs_format(const tt_dispatch_costs *costs, tt_host_class cls, 
                              size_t len)
 {
     if (!buf)
-        return TT_EINVAL;
+        return TT__EINVAL("!buf");
     if (len > 0)
         buf[0] = '\0';
-    if (!costs || !tt_dispatch_costs_valid(costs) || (unsigned)cls > (unsigned)TT_HOST_CLASS_COUNT ||
-        len == 0)
-        return TT_EINVAL;
+    if (!costs)
+        return TT__EINVAL("!costs");
+    if (!tt_dispatch_costs_valid(costs))
+        return TT__EINVAL("!tt_dispatch_costs_valid(costs)");
+    if ((unsigned)cls > (unsigned)TT_HOST_CLASS_COUNT)
+        return TT__EINVAL("cls is out of range");
+    if (len == 0)
+        return TT__EINVAL("len == 0");
     const tt_width_costs *rows[KEY_ROWS] = { &costs->team, &costs->in_pool, &costs->outside };
     size_t pos = 0;
     bool ok = true;
@@ -438,7 +443,7 @@ int tt_dispatch_costs_format(const tt_dispatch_costs *costs, tt_host_class cls, 
     }
     if (!ok) {
         buf[0] = '\0';
-        return TT_EINVAL;
+        return TT__EINVAL("len is too short for the text");
     }
     return TT_OK;
 }
@@ -455,8 +460,10 @@ bool tt_dispatch_costs_valid(const tt_dispatch_costs *costs)
 
 int tt_dispatch_costs_for_class(tt_host_class cls, tt_dispatch_costs *out)
 {
-    if (!out || (unsigned)cls >= (unsigned)TT_HOST_CLASS_COUNT)
-        return TT_EINVAL;
+    if (!out)
+        return TT__EINVAL("!out");
+    if ((unsigned)cls >= (unsigned)TT_HOST_CLASS_COUNT)
+        return TT__EINVAL("(unsigned)cls >= (unsigned)TT_HOST_CLASS_COUNT");
     *out = tt__builtin_rows[cls];
     return TT_OK;
 }
@@ -547,14 +554,14 @@ const tt_dispatch_costs *tt__pool_costs(const tt_pool *pool)
 int tt_pool_attr_set_dispatch_costs(tt_pool_attr *attr, const tt_dispatch_costs *costs)
 {
     if (!attr)
-        return TT_EINVAL;
+        return TT__EINVAL("!attr");
     if (!costs) {
         attr->costs_set = false;
         memset(&attr->costs, 0, sizeof attr->costs);
         return TT_OK;
     }
     if (!tt_dispatch_costs_valid(costs))
-        return TT_EINVAL;
+        return TT__EINVAL("!tt_dispatch_costs_valid(costs)");
     attr->costs = *costs;
     attr->costs_set = true;
     return TT_OK;
@@ -562,16 +569,20 @@ int tt_pool_attr_set_dispatch_costs(tt_pool_attr *attr, const tt_dispatch_costs 
 
 int tt_pool_attr_get_dispatch_costs(const tt_pool_attr *attr, tt_dispatch_costs *out)
 {
-    if (!attr || !out)
-        return TT_EINVAL;
+    if (!attr)
+        return TT__EINVAL("!attr");
+    if (!out)
+        return TT__EINVAL("!out");
     *out = attr->costs_set ? attr->costs : *host_default();
     return TT_OK;
 }
 
 int tt_pool_dispatch_costs(const tt_pool *pool, tt_dispatch_costs *out)
 {
-    if (!pool || !out)
-        return TT_EINVAL;
+    if (!pool)
+        return TT__EINVAL("!pool");
+    if (!out)
+        return TT__EINVAL("!out");
     *out = *tt__pool_costs(pool);
     return TT_OK;
 }

@@ -70,15 +70,17 @@ const char *tt_host_class_name(tt_host_class cls)
 
 int tt_host_class_from_name(const char *name, tt_host_class *out)
 {
-    if (!name || !out)
-        return TT_EINVAL;
+    if (!name)
+        return TT__EINVAL("!name");
+    if (!out)
+        return TT__EINVAL("!out");
     for (unsigned i = 0; i < (unsigned)TT_HOST_CLASS_COUNT; i++) {
         if (strcmp(name, class_names[i]) == 0) {
             *out = (tt_host_class)i;
             return TT_OK;
         }
     }
-    return TT_EINVAL;
+    return TT__EINVAL("no host class has this name");
 }
 
 #if defined(__x86_64__)
@@ -165,8 +167,14 @@ static bool anchors_ok(size_t n, const unsigned *w, const uint64_t *c)
 int tt_width_costs_from_anchors(size_t n, const unsigned *widths, const uint64_t *costs_ns,
                                 tt_width_costs *out)
 {
-    if (!widths || !costs_ns || !out || !anchors_ok(n, widths, costs_ns))
-        return TT_EINVAL;
+    if (!widths)
+        return TT__EINVAL("!widths");
+    if (!costs_ns)
+        return TT__EINVAL("!costs_ns");
+    if (!out)
+        return TT__EINVAL("!out");
+    if (!anchors_ok(n, widths, costs_ns))
+        return TT__EINVAL("!anchors_ok(n, widths, costs_ns)");
     tt_width_costs wc;
     memset(&wc, 0, sizeof wc);
     wc.count = (unsigned)n;

@@ -187,8 +187,10 @@ int tt_fork(tt_exec *ex, unsigned jobs, tt_job_fn job, void *arg)
     int rc = tt__exec_check(x);
     if (rc)
         return rc;
-    if (!job || jobs == 0)
-        return TT_EINVAL;
+    if (!job)
+        return TT__EINVAL("!job");
+    if (jobs == 0)
+        return TT__EINVAL("jobs == 0");
     if (x->flags & TT__F_TEAM)
         return tt__team_fork(x, jobs, job, arg);
     if (tt__entry_lean(x))
@@ -245,8 +247,10 @@ int tt_for_ranges(tt_exec *ex, size_t len, size_t grain, tt_range_fn body, void 
     int rc = tt__exec_check(x);
     if (rc)
         return rc;
-    if (!body || grain == 0)
-        return TT_EINVAL;
+    if (!body)
+        return TT__EINVAL("!body");
+    if (grain == 0)
+        return TT__EINVAL("grain == 0");
     if (x->flags & TT__F_TEAM)
         return tt__team_for_ranges(x, len, grain, body, arg);
     if (tt__entry_lean(x))
@@ -300,8 +304,10 @@ int tt_for_ranges_dynamic(tt_exec *ex, size_t len, size_t grain, tt_range_fn bod
     int rc = tt__exec_check(x);
     if (rc)
         return rc;
-    if (!body || grain == 0)
-        return TT_EINVAL;
+    if (!body)
+        return TT__EINVAL("!body");
+    if (grain == 0)
+        return TT__EINVAL("grain == 0");
     chunk_entry c = {
         .e = {.body = len == 0 ? nothing_body : chunk_body, .pool = x->pool,
               .pool_gen = x->pool_gen, .ledger = x->ledger},
@@ -343,7 +349,7 @@ int tt_broadcast(tt_exec *ex, tt_bcast_fn fn, void *arg)
     if (rc)
         return rc;
     if (!fn)
-        return TT_EINVAL;
+        return TT__EINVAL("!fn");
     /* One rule with tt_can_broadcast (token.c). */
     rc = tt__token_broadcast_verdict(x);
     if (rc)
@@ -524,7 +530,7 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
     if (rc)
         return rc;
     if (!fn)
-        return TT_EINVAL;
+        return TT__EINVAL("!fn");
     unsigned width = x->budget;
     /* The callee opens its own team of `width` threads: a caller that spun
      * while it runs would take a CPU from it. */

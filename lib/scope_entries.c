@@ -329,7 +329,7 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
     if (rc)
         return rc;
     if (!fn)
-        return TT_EINVAL;
+        return TT__EINVAL("!fn");
     if (x->flags & TT__F_TEAM)
         return team_scope_carried(x, fn, arg);
     if (tt__entry_lean(x))

@@ -120,8 +120,10 @@ static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_jo
     int rc = tt__scope_leader_check(scope);
     if (rc)
         return rc;
-    if (jobs == 0 || (!split && !job))
-        return TT_EINVAL;
+    if (jobs == 0)
+        return TT__EINVAL("jobs == 0");
+    if ((!split && !job))
+        return TT__EINVAL("!split && !job");
     tt__ctl *c = scope->c;
     if ((rc = tt__ctl_fail_get(c)) != 0)
         return rc;
@@ -164,14 +166,14 @@ static int split_common(tt_scope *scope, unsigned jobs, tt_split_fn split, tt_jo
 int tt_scope_split(tt_scope *scope, unsigned parts, tt_split_fn fn, void *arg)
 {
     if (!fn)
-        return TT_EINVAL;
+        return TT__EINVAL("!fn");
     return split_common(scope, parts, fn, NULL, arg, 0);
 }
 
 int tt_scope_fork(tt_scope *scope, unsigned jobs, tt_job_fn job, void *arg)
 {
     if (!job)
-        return TT_EINVAL;
+        return TT__EINVAL("!job");
     return split_common(scope, jobs, NULL, job, arg,
                         TT__F_TEAM | TT__F_FORK_CHILD | TT__F_IN_TASK);
 }

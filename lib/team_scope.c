@@ -325,8 +325,14 @@ enum { BAR_FAILED = 1u, BAR_DONE_FAILED = 2u, BAR_STEP = 4u };
 
 int tt_section_fail(tt_section *s, int code)
 {
-    if (!s || !s->c || !s->c->fail || code == 0)
-        return TT_EINVAL;
+    if (!s)
+        return TT__EINVAL("!s");
+    if (!s->c)
+        return TT__EINVAL("the section has ended");
+    if (!s->c->fail)
+        return TT__EINVAL("the section has no scope (it has ended)");
+    if (code == 0)
+        return TT__EINVAL("code == 0");
     (void)fail_set(s->c->fail, code);
     tt__ctl *c = s->c;
     int none = 0;
@@ -343,8 +349,10 @@ int tt_section_fail(tt_section *s, int code)
 
 int tt_section_barrier(tt_section *s)
 {
-    if (!s || !s->c)
-        return TT_EINVAL;
+    if (!s)
+        return TT__EINVAL("!s");
+    if (!s->c)
+        return TT__EINVAL("the section has ended");
     tt__ctl *c = s->c;
     if (s->size <= 1)
         return tt__ctl_fail_get(c);
@@ -388,8 +396,10 @@ int tt_section_barrier(tt_section *s)
 
 int tt__scope_leader_check(const tt_scope *scope)
 {
-    if (!scope || !scope->c)
-        return TT_EINVAL;
+    if (!scope)
+        return TT__EINVAL("!scope");
+    if (!scope->c)
+        return TT__EINVAL("the scope has ended (used outside its callback)");
     if (!pthread_equal(scope->c->leader, pthread_self()))
         return TT_EWRONGTHREAD;
     if (scope->c->hook.busy)
@@ -401,8 +411,14 @@ unsigned tt_scope_size(const tt_scope *scope) { return scope ? scope->size : 0; 
 
 int tt_scope_fail(tt_scope *scope, int code)
 {
-    if (!scope || !scope->c || !scope->c->fail || code == 0)
-        return TT_EINVAL;
+    if (!scope)
+        return TT__EINVAL("!scope");
+    if (!scope->c)
+        return TT__EINVAL("the scope has ended (used outside its callback)");
+    if (!scope->c->fail)
+        return TT__EINVAL("the scope has no failure word (it has ended)");
+    if (code == 0)
+        return TT__EINVAL("code == 0");
     if (!pthread_equal(scope->c->leader, pthread_self()))
         return TT_EWRONGTHREAD;
     (void)fail_set(scope->c->fail, code);
@@ -419,8 +435,12 @@ int tt_scope_run_with(tt_scope *scope, unsigned width, tt_section_fn section, vo
     int rc = tt__scope_leader_check(scope);
     if (rc)
         return rc;
-    if (!section || width == 0 || width > scope->size)
-        return TT_EINVAL;
+    if (!section)
+        return TT__EINVAL("!section");
+    if (width == 0)
+        return TT__EINVAL("width == 0");
+    if (width > scope->size)
+        return TT__EINVAL("width > scope->size");
     tt__ctl *c = scope->c;
     if ((rc = tt__ctl_fail_get(c)) != 0)
         return rc; /* a failed scope runs no more sections */

@@ -40,6 +40,10 @@ static int misuse(void)
     double r = 0.0;
     bad += tt_reduce_sum_d(&ex, 10, 0, body_d, NULL, &r) != TT_EINVAL; /* grain == 0 */
     bad += tt_exec_init(&ex, NULL, 1) != TT_EINVAL;                    /* !pool */
+    tt_exec_init_serial(&ex);
+    bad += tt_fork(&ex, 2, NULL, NULL) != TT_EINVAL;                   /* !job */
+    bad += tt_for_ranges(&ex, 10, 1, NULL, NULL) != TT_EINVAL;         /* !body */
+    tt_exec_finish(&ex);
     return bad;
 }
 
@@ -80,6 +84,8 @@ START_TEST(test_einval_names_the_argument)
         "threadteam: tt_pool_attr_set_threads: TT_EINVAL: !attr\n",
         "TT_EINVAL: grain == 0\n",
         "threadteam: tt_exec_init: TT_EINVAL: !pool\n",
+        "threadteam: tt_fork: TT_EINVAL: !job\n",
+        ": TT_EINVAL: !body\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(strstr(out, want[i]) != NULL, "missing \"%s\" in:\n%s", want[i], out);
