@@ -170,7 +170,13 @@ static int lead_common(tt_team *team, unsigned budget, tt_exec *ex, bool block)
         /* Take the members back from the pool for this leader. A try
          * never waits: when other roots hold them, it gives the role back
          * and is refused (TT_REFUSED_UNAVAILABLE), nothing changed. */
-        if (block) {
+        /* A caller that holds slots of the pool itself (a member, a
+         * scope's leader, an inline run's hold, a lead role) never waits
+         * for them: the slots it waits for may be its own. It takes the
+         * members free now or is refused, as a try is. */
+        bool holder = tt__pool_thread_hold(team->pool) || tt__place_no_wait(team->pool) ||
+                      tt__pool_member_of(team->pool, NULL) >= 0;
+        if (block && !holder) {
             tt__gang_acquire(team->pool, team->width, team->members, UINT64_MAX);
         } else if (tt__gang_try_acquire_all(team->pool, team->width, team->members) != TT_OK) {
             pthread_mutex_lock(&team->lock);

@@ -408,6 +408,67 @@ START_TEST(member_scope_refused_at_once)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* tt_team_lead by a slot holder on a team that lends its members           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct lead_in_job {
+    tt_team *team;
+    _Atomic int rc;
+} lead_in_job;
+
+static void lead_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)child;
+    lead_in_job *l = arg;
+    if (i != 0)
+        return;
+    tt_exec ex;
+    int rc = tt_team_lead(l->team, 2, &ex);
+    atomic_store(&l->rc, rc);
+    if (rc == TT_OK)
+        tt_exec_finish(&ex);
+}
+
+/* A team with idle_serves_pool lends its members to the pool's roots while
+ * no leader holds it. A fork of budget 2 takes both; its job 0, on the
+ * caller that holds one of them, asks to lead the team: the members it
+ * would wait for are its own fork's. It is refused at once (it hung
+ * before). */
+START_TEST(lending_team_lead_by_holder)
+{
+    tt_pool_attr *a = NULL;
+    ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_idle_serves_pool(a, true), TT_OK);
+    ck_assert_int_eq(tt_pool_attr_set_acquire_timeout(a, UINT64_MAX), TT_OK);
+    tt_pool *pool = NULL;
+    ck_assert_int_eq(tt_pool_create(&pool, a), TT_OK);
+    tt_pool_attr_destroy(a);
+    if (tt_pool_width(pool) < 2) {
+        ck_assert_int_eq(tt_pool_destroy(pool), TT_OK);
+        return; /* the serial build: no member to lend */
+    }
+    tt_team *team = NULL;
+    ck_assert_int_eq(tt_pool_into_team(pool, 2, &team), TT_OK);
+    for (unsigned it = 0; it < th_iters(10); it++) {
+        lead_in_job l = {.team = team, .rc = -1};
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, pool, 2), TT_OK);
+        ck_assert_int_eq(tt_fork(&ex, 2, lead_job, &l), TT_OK);
+        ck_assert_msg(atomic_load(&l.rc) == TT_REFUSED_UNAVAILABLE,
+                      "tt_team_lead from a fork job holding the lent members: %s",
+                      tt_status_name(atomic_load(&l.rc)));
+        /* Outside the fork the same call leads. */
+        tt_exec lead;
+        ck_assert_int_eq(tt_team_lead(team, 2, &lead), TT_OK);
+        tt_exec_finish(&lead);
+    }
+    ck_assert_ptr_eq(tt_team_into_pool(team), pool);
+    ck_assert_int_eq(tt_pool_destroy(pool), TT_OK);
+}
+END_TEST
+
 static Suite *holders_suite(void)
 {
     Suite *s = suite_create("holders");
@@ -417,6 +478,7 @@ static Suite *holders_suite(void)
     tcase_add_test(tc, scope_from_app_region);
     tcase_add_test(tc, reborrowed_scope_token);
     tcase_add_test(tc, persistent_team_leader);
+    tcase_add_test(tc, lending_team_lead_by_holder);
     tc = th_tcase(s, "team_externals", 30);
     tcase_add_test(tc, external_on_scope_token);
     tcase_add_test(tc, external_on_lead_token);
