@@ -63,8 +63,18 @@ static _Thread_local int plain_member_k = -1;
 /* libomp makes a thread a root of its own at the thread's first OpenMP
  * call, and binds it to a place then where OMP_PROC_BIND is set: that
  * call is made first, so that the member's CPU set (tt__member_main)
- * comes after it and holds. */
-static void plain_register(void) { (void)omp_get_max_threads(); }
+ * comes after it and holds. libomp also gives the new root its initial
+ * affinity mask there (the process's); under likwid-pin, which pinned
+ * this thread when it started and whose pin the library leaves alone
+ * (tt__pin_allowed), the launcher's mask is put back. */
+static void plain_register(void)
+{
+    cpu_set_t launcher;
+    bool keep = !tt__pin_allowed() && sched_getaffinity(0, sizeof launcher, &launcher) == 0;
+    (void)omp_get_max_threads();
+    if (keep)
+        (void)sched_setaffinity(0, sizeof launcher, &launcher);
+}
 
 static void *plain_member_main(void *p)
 {
