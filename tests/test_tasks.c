@@ -25,6 +25,12 @@ static tt_pool *kernel_pool(bool iso)
     return p;
 }
 
+/* The OpenMP-task twins are the application's own regions and tasks on
+ * uninstrumented libgomp, whose synchronisation ThreadSanitizer cannot
+ * see: under it they are left out (their results are checked in the other
+ * builds). */
+static bool twins_run(void) { return getenv("TT_UNDER_TSAN") == NULL; }
+
 /* Run `body` on a token of budget b of each pool kind, counting the peak. */
 typedef void (*kernel_fn)(tt_exec *ex, unsigned budget);
 
@@ -69,7 +75,8 @@ START_TEST(test_tasks_fib)
     on_pools(fib_k);
     on_pools(fib_port_k);
     tk_fib_cutoff = 4;
-    ck_assert_int_eq(tk_fib_omp(18), tk_fib_expect(18));
+    if (twins_run())
+        ck_assert_int_eq(tk_fib_omp(18), tk_fib_expect(18));
     ck_assert_int_eq(tk_fib_expect(30), 832040);
 }
 END_TEST
@@ -95,7 +102,8 @@ START_TEST(test_tasks_nqueens)
     on_pools(nq_k);
     on_pools(nq_port_k);
     tk_nq_cutoff = 2;
-    ck_assert_int_eq(tk_nqueens_omp(8), 92);
+    if (twins_run())
+        ck_assert_int_eq(tk_nqueens_omp(8), 92);
     char a[1] = {0};
     ck_assert_int_eq(tk_nqueens_seq(6, 0, a), 4);
 }
@@ -114,6 +122,8 @@ static void sort_k(tt_exec *ex, unsigned b)
 START_TEST(test_tasks_sort)
 {
     on_pools(sort_k);
+    if (!twins_run())
+        return;
     tk_sort_fill(sort_a, SORT_N, 9);
     ck_assert(!tk_sort_check(sort_a, SORT_N, 9)); /* the check can fail */
     tk_sort_omp(sort_a, sort_tmp, SORT_N);
@@ -139,7 +149,7 @@ static void nested_k(tt_exec *ex, unsigned b)
 START_TEST(test_tasks_nested)
 {
     on_pools(nested_k);
-    for (int active = 0; active < 2; active++) {
+    for (int active = 0; active < 2 && twins_run(); active++) {
         tk_nested k;
         ck_assert_int_eq(tk_nested_init(&k, 3, 1500), TT_OK);
         tk_nested_omp(&k, active != 0);
@@ -176,6 +186,8 @@ START_TEST(test_tasks_irregular)
 {
     on_pools(sparse_k);
     on_pools(sparse_dyn_k);
+    if (!twins_run())
+        return;
     tk_sparse s;
     ck_assert_int_eq(tk_sparse_init(&s, 5000, 3), TT_OK);
     tk_sparse_omp(&s, 64);
@@ -198,7 +210,8 @@ static void inline_k(tt_exec *ex, unsigned b)
 START_TEST(test_tasks_inline)
 {
     on_pools(inline_k);
-    tk_inline_omp(8);
+    if (twins_run())
+        tk_inline_omp(8);
     tk_inline_plain(8);
 }
 END_TEST
