@@ -210,6 +210,26 @@ template <class Fn> inline void guarded(carrier &c, Fn &&fn) noexcept
 
 template <class> inline constexpr bool always_false = false;
 
+/* The callable an entry's context carries to the threads that run it: a
+ * copy, where the callable is small, trivially copyable and callable as
+ * const (a lambda capturing by reference), so that a participant finds it
+ * in the context's own cache line instead of fetching one more line from
+ * the caller's stack; else a pointer to the caller's object. */
+template <class F, class... A>
+inline constexpr bool held_by_copy =
+    std::is_trivially_copyable_v<F> && sizeof(F) <= 32 && std::is_invocable_v<const F &, A...>;
+
+template <class F, bool Copy> struct held_fn {
+    F *p;
+    explicit held_fn(F &f) noexcept : p(&f) {}
+    F &get() const noexcept { return *p; }
+};
+template <class F> struct held_fn<F, true> {
+    F v;
+    explicit held_fn(F &f) noexcept : v(f) {}
+    const F &get() const noexcept { return v; }
+};
+
 /* Heap blocks for the tokens the front mints (a tt_exec may not move once
  * minted, so a movable tt::exec points to one). Each is a whole cache
  * line or two, so that the entry's threads reading the token share no
@@ -579,9 +599,10 @@ class exec {
         return rc;
     }
 
-    template <class F> struct range_ctx {
-        F *f;
+    template <class F> struct alignas(64) range_ctx {
+        detail::held_fn<F, detail::held_by_copy<F, std::size_t, std::size_t>> f;
         detail::carrier c;
+        explicit range_ctx(F &fn) noexcept : f(fn) {}
         static void body(void *a, std::size_t b, std::size_t e) noexcept
         {
             range_ctx *x = static_cast<range_ctx *>(a);
@@ -589,13 +610,13 @@ class exec {
                 return;
             static_assert(std::is_invocable_v<F &, std::size_t, std::size_t>,
                           "a range body is f(size_t begin, size_t end)");
-            detail::guarded(x->c, [&] { (*x->f)(b, e); });
+            detail::guarded(x->c, [&] { x->f.get()(b, e); });
         }
     };
 
     template <class F> int ranges_impl(std::size_t len, std::size_t grain, F &f, bool dynamic)
     {
-        range_ctx<F> x{&f, {}};
+        range_ctx<F> x(f);
         int rc = dynamic ? tt_for_ranges_dynamic(p_, len, grain, &range_ctx<F>::body, &x)
                          : tt_for_ranges(p_, len, grain, &range_ctx<F>::body, &x);
         x.c.rethrow();
@@ -631,9 +652,10 @@ class exec {
 
     template <class F> int scope_impl(const tt_team_opts *opts, F &f);
 
-    template <class F> struct sum_ctx {
-        F *f;
+    template <class F> struct alignas(64) sum_ctx {
+        detail::held_fn<F, detail::held_by_copy<F, std::size_t, std::size_t>> f;
         detail::carrier c;
+        explicit sum_ctx(F &fn) noexcept : f(fn) {}
         static double body(void *a, std::size_t b, std::size_t e) noexcept
         {
             sum_ctx *x = static_cast<sum_ctx *>(a);
@@ -642,14 +664,14 @@ class exec {
                 return r;
             static_assert(std::is_invocable_r_v<double, F &, std::size_t, std::size_t>,
                           "a reduce_sum body is double f(size_t begin, size_t end)");
-            detail::guarded(x->c, [&] { r = (*x->f)(b, e); });
+            detail::guarded(x->c, [&] { r = x->f.get()(b, e); });
             return r;
         }
     };
 
     template <class F> int sum_impl(std::size_t len, std::size_t grain, F &f, double *out)
     {
-        sum_ctx<F> x{&f, {}};
+        sum_ctx<F> x(f);
         double r = 0.0;
         int rc = tt_reduce_sum_d(p_, len, grain, &sum_ctx<F>::body, &x, &r);
         x.c.rethrow();
@@ -933,21 +955,22 @@ class scope {
     tt_scope *s_;
     detail::carrier *c_; /* shared by every callable of one tt_team_scope */
 
-    template <class F> struct section_ctx {
-        F *f;
+    template <class F> struct alignas(64) section_ctx {
+        detail::held_fn<F, detail::held_by_copy<F, section &>> f;
         detail::carrier *c;
+        section_ctx(F &fn, detail::carrier *cr) noexcept : f(fn), c(cr) {}
         static void call(void *a, tt_section *s) noexcept
         {
             section_ctx *x = static_cast<section_ctx *>(a);
             section sec(s);
             static_assert(std::is_invocable_v<F &, section &>, "a section is f(tt::section&)");
-            detail::guarded(*x->c, [&] { (*x->f)(sec); },
+            detail::guarded(*x->c, [&] { x->f.get()(sec); },
                             [&](int code) noexcept { (void)tt_section_fail(s, code); });
         }
     };
     template <class F> int run_impl(unsigned width, F &f)
     {
-        section_ctx<F> x{&f, c_};
+        section_ctx<F> x(f, c_);
         int rc = width ? tt_scope_run_with(s_, width, &section_ctx<F>::call, &x)
                        : tt_scope_run(s_, &section_ctx<F>::call, &x);
         return rc;
