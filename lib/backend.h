@@ -18,6 +18,12 @@ typedef struct tt__crew tt__crew;
  * regions; the serial backend has no threads and is always built, so
  * --disable-parallel is the same code with another table. */
 typedef void (*tt__region_fn)(void *ctx, unsigned k, unsigned got);
+
+/* Eight words that a region hands its threads by value (region_line). */
+typedef struct tt__line {
+    uint64_t w[8];
+} tt__line;
+typedef void (*tt__line_fn)(const tt__line *line, unsigned k, unsigned got);
 /* The ICVs that code in a share can set through the OpenMP API (its
  * implicit task's data environment, which ends with its region in
  * OpenMP): nthreads-var, max-active-levels-var, dyn-var,
@@ -46,6 +52,15 @@ typedef struct tt__backend {
      * own team), dynamic adjustment off for the region only; thread k runs
      * fn(ctx, k, got), got being the team size formed. Returns got. */
     unsigned (*region)(unsigned width, tt__region_fn fn, void *ctx);
+    /* region, with two differences for the everyday root (exec_root.c):
+     * `line` is copied into the data the runtime hands each thread, so a
+     * thread reads the caller's memory once, not a pointer and then what it
+     * points to (each a cross-core transfer on the path every root waits
+     * for); and the threads start confined (an `omp parallel` in their
+     * code gets one thread: the region's max-active-levels-var, which
+     * every thread of it inherits, stops at the region's own level), so
+     * that no participant writes its own ICVs to get there. */
+    unsigned (*region_line)(unsigned width, tt__line_fn fn, const tt__line *line);
     /* Confine the calling participant's own OpenMP: an `omp parallel` in a
      * share gets one thread whatever OMP_NESTED, OMP_MAX_ACTIVE_LEVELS or a
      * list-valued OMP_NUM_THREADS say (tt_external is the one door through

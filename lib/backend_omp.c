@@ -233,6 +233,63 @@ static unsigned omp_region(unsigned width, tt__region_fn fn, void *ctx)
     return got;
 }
 
+/* omp_region with the line by value and the threads confined (backend.h).
+ * firstprivate scalars travel in the region's data block itself (GCC
+ * passes an aggregate by its address, which would be one more line to
+ * fetch); each thread rebuilds the line on its own stack. The region's
+ * max-active-levels-var is set to the level the region opens (the caller's
+ * active level plus one), which the threads' implicit tasks inherit: a
+ * region that any of them opens is inactive, one thread, as omp_confine
+ * makes it. The caller's own value is put back after. */
+static unsigned omp_region_line(unsigned width, tt__line_fn fn, const tt__line *line)
+{
+    uint64_t w0 = line->w[0], w1 = line->w[1], w2 = line->w[2], w3 = line->w[3];
+    uint64_t w4 = line->w[4], w5 = line->w[5], w6 = line->w[6], w7 = line->w[7];
+    int dyn = omp_get_dynamic();
+    if (dyn)
+        omp_set_dynamic(0);
+    int mal = omp_get_max_active_levels(), want = omp_get_active_level() + 1;
+    if (mal != want)
+        omp_set_max_active_levels(want);
+    unsigned got = 0;
+#if TT__TSAN
+    _Atomic uint32_t go, done;
+    atomic_store_explicit(&done, 0, memory_order_relaxed);
+    atomic_store_explicit(&go, 1, memory_order_release);
+#endif
+    unsigned cap = atomic_load_explicit(&region_cap, memory_order_relaxed);
+    if (cap && cap < width)
+        width = cap;
+#if TT__TSAN
+#pragma omp parallel num_threads(width) firstprivate(w0, w1, w2, w3, w4, w5, w6, w7) \
+    shared(go, done, got)
+#else
+#pragma omp parallel num_threads(width) firstprivate(w0, w1, w2, w3, w4, w5, w6, w7) shared(got)
+#endif
+    {
+#if TT__TSAN
+        (void)atomic_load_explicit(&go, memory_order_acquire);
+#endif
+        tt__line l = {{w0, w1, w2, w3, w4, w5, w6, w7}};
+        unsigned n = (unsigned)omp_get_num_threads();
+        unsigned k = (unsigned)omp_get_thread_num();
+        if (k == 0)
+            got = n;
+        fn(&l, k, n);
+#if TT__TSAN
+        atomic_fetch_add_explicit(&done, 1, memory_order_release);
+#endif
+    }
+#if TT__TSAN
+    (void)atomic_load_explicit(&done, memory_order_acquire);
+#endif
+    if (mal != want)
+        omp_set_max_active_levels(mal);
+    if (dyn)
+        omp_set_dynamic(dyn);
+    return got;
+}
+
 /* An `omp parallel` opened by the calling task gets one thread: no
  * nthreads-var above 1 and no level left to activate, whatever
  * OMP_NUM_THREADS (list-valued too), OMP_NESTED or OMP_MAX_ACTIVE_LEVELS
@@ -781,6 +838,7 @@ const tt__backend tt__backend_omp = {
     .icvs_restore = omp_icvs_restore,
     .max_threads = omp_max_threads,
     .region = omp_region,
+    .region_line = omp_region_line,
     .places_cpus = omp_places_cpus,
     .external_enter = omp_external_enter,
     .external_leave = omp_external_leave,

@@ -180,6 +180,12 @@ static unsigned serial_region(unsigned width, tt__region_fn fn, void *ctx)
     fn(ctx, 0, 1);
     return 1;
 }
+static unsigned serial_region_line(unsigned width, tt__line_fn fn, const tt__line *line)
+{
+    (void)width;
+    fn(line, 0, 1);
+    return 1;
+}
 static bool serial_places_cpus(cpu_set_t *set)
 {
     (void)set;
@@ -233,6 +239,7 @@ const tt__backend tt__backend_serial = {
     .icvs_restore = serial_icvs_restore,
     .max_threads = serial_max_threads,
     .region = serial_region,
+    .region_line = serial_region_line,
     .places_cpus = serial_places_cpus,
     .external_enter = serial_external_enter,
     .external_leave = serial_external_leave,

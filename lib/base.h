@@ -90,6 +90,16 @@ char *tt__strdup(const char *s);
 int tt__memalign(void **p, size_t align, size_t n);
 bool tt__fault_thread(void);
 
+/* Thread-local words that every root reads (the region's room, the hold
+ * count, the lead roles, the team's width, the test hooks' last paths):
+ * initial-exec, so that the shared library reads each with one load from
+ * the thread pointer instead of a __tls_get_addr call (about 8 calls per
+ * root, 60 ns from the main thread and more from others: the run is in
+ * docs/design/runs/2026-12-07-root-cost.md). They take a few dozen bytes
+ * of the static TLS that glibc keeps for libraries loaded with dlopen, as
+ * libgomp's own thread state does. */
+#define TT__TLS_HOT __thread __attribute__((tls_model("initial-exec")))
+
 /* Thread starts with bounded retries (gomp_guard.c): tt__thread_create is
  * pthread_create retried on EAGAIN a bounded number of times (libgomp's own
  * thread starts and allocations are retried the same way). */

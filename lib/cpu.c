@@ -345,7 +345,7 @@ int tt__threads_room(unsigned need)
  * team that the application's own narrower regions shrank afterwards grows
  * again unchecked (the retry in gomp_guard.c still covers a transient
  * refusal). */
-static __thread unsigned room_width;
+static TT__TLS_HOT unsigned room_width;
 
 int tt__region_room(unsigned width)
 {

@@ -179,19 +179,14 @@ typedef struct region_run {
     unsigned n;     /* members the root uses: 0..n-1                       */
     unsigned ntasks;
     bool iso;
-    uint8_t end; /* enum tt__region_end: who waits for whom (region_end) */
+    uint8_t end; /* enum tt__region_end: who waits for whom (tt__root_end_wait) */
     bool all_at_once; /* a broadcast: its calls need every thread at once */
     /* The general path. */
     entry *e;
     task *tasks;
     int *role;      /* role[k]: the task member k starts, or -1: it serves */
     bool short_team;
-    /* TT__END_LEAD_WAITS: participants 1..n-1 count down, participant 0
-     * waits, then says it is done and the others wait for that.
-     * TT__END_LEAD_FIRST: participant 0 says it is done, the others wait
-     * for that. In a line of its own, which only these updates write. */
-    tt__join join TT__ALIGNED;
-    _Atomic uint32_t lead_done;
+    tt__root_end fin; /* the end order's handshake, in a line of its own */
 } region_run;
 
 typedef struct region_part {
@@ -318,26 +313,59 @@ static void short_participate(void *ctx)
  * barrier alone makes; a member waiting for the caller would spin where
  * the user asked for none).
  */
-static void region_end(region_run *r, tt__crew *c, unsigned k)
+void tt__root_end_wait(tt__root_end *f, uint8_t end, tt__crew *c, unsigned k)
 {
-    switch ((enum tt__region_end)r->end) {
+    switch ((enum tt__region_end)end) {
     case TT__END_BARRIER:
         return;
     case TT__END_LEAD_WAITS:
         /* The join first; then the caller-first order's step. */
         if (k > 0)
-            tt__join_done(&r->join, c->stats);
+            tt__join_done(&f->join, c->stats);
         else
-            tt__join_wait(&r->join, &c->team_pol, c->stats);
+            tt__join_wait(&f->join, &c->team_pol, c->stats);
         /* fall through */
     case TT__END_LEAD_FIRST:
         /* Participant 0 says it is done, the others wait for that. */
         if (k == 0)
-            tt__lead_first_done(&r->lead_done);
+            tt__lead_first_done(&f->lead_done);
         else
-            tt__lead_first_wait(&r->lead_done, c->team_pol.spin_polls, c->stats);
+            tt__lead_first_wait(&f->lead_done, c->team_pol.spin_polls, c->stats);
+        return;
+    case TT__END_JOIN:
+        if (k > 0)
+            tt__join_done(&f->join, c->stats);
+        else
+            tt__join_wait(&f->join, &c->team_pol, c->stats);
         return;
     }
+}
+
+/* The end order of this thread's last root region (a test hook reads it;
+ * one store per root, to a line of this thread's own). */
+static TT__TLS_HOT uint8_t last_region_end;
+
+int tt__test_last_region_end(void) { return last_region_end; }
+
+uint8_t tt__root_end_begin(tt__root_end *f, tt_pool *pool, tt__crew *crew, unsigned n)
+{
+    uint8_t end = TT__END_BARRIER;
+    if (!tt__region_new_team(pool->width) /* else the barrier alone */ && n > 1 &&
+        crew->team_pol.spin_polls > 0)
+        end = (uint8_t)tt__region_end_order(tt__backend_get()->last_arriver_wakes());
+    /* The caller-first step spares the caller a wake call and costs a
+     * participant one cache line after its share: where a wake is cheaper
+     * than the line, the caller goes to the barrier without it. */
+    if (end == TT__END_LEAD_FIRST && !tt__wake_dear())
+        end = TT__END_BARRIER;
+    else if (end == TT__END_LEAD_WAITS && !tt__wake_dear())
+        end = TT__END_JOIN;
+    last_region_end = end;
+    if (end == TT__END_LEAD_WAITS || end == TT__END_JOIN)
+        tt__join_init(&f->join, n - 1);
+    if (end == TT__END_LEAD_WAITS || end == TT__END_LEAD_FIRST)
+        atomic_store_explicit(&f->lead_done, 0, memory_order_relaxed);
+    return end;
 }
 
 static void region_member(void *ctx, unsigned k, unsigned got)
@@ -365,14 +393,8 @@ static void region_member(void *ctx, unsigned k, unsigned got)
      * entries nested in them and the work this member serves for them. */
     region_part part = {r, k};
     tt__region_participate(c, k, iso, r->range_fn ? range_participate : region_participate, &part);
-    region_end(r, c, k);
+    tt__root_end_wait(&r->fin, r->end, c, k);
 }
-
-/* The end order of this thread's last root region (a test hook reads it;
- * one store per root, to a line of this thread's own). */
-static _Thread_local uint8_t last_region_end;
-
-int tt__test_last_region_end(void) { return last_region_end; }
 
 /* Returns false when the team formed was too narrow for calls that must
  * run at once (nothing ran). */
@@ -401,16 +423,8 @@ static bool run_region(entry *e, task *tasks, unsigned ntasks, const tt__placeme
         r.range_len = re->len;
         r.ledger = e->ledger;
     }
-    unsigned width = e->pool->width;
-    if (!tt__region_new_team(width) /* else the barrier alone */ && pl->cnt > 1 &&
-        e->crew->team_pol.spin_polls > 0)
-        r.end = (uint8_t)tt__region_end_order(tt__backend_get()->last_arriver_wakes());
-    last_region_end = r.end;
-    if (r.end == TT__END_LEAD_WAITS)
-        tt__join_init(&r.join, pl->cnt - 1);
-    if (r.end != TT__END_BARRIER)
-        atomic_store_explicit(&r.lead_done, 0, memory_order_relaxed);
-    tt__backend_get()->region(width, region_member, &r);
+    r.end = tt__root_end_begin(&r.fin, e->pool, e->crew, pl->cnt);
+    tt__backend_get()->region(e->pool->width, region_member, &r);
     return !r.short_team;
 }
 

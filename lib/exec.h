@@ -83,4 +83,42 @@ static inline void tt__exec_child_of(tt__exec *c, const entry *e, const task *t,
 /* The body of a plain split: task k runs range k. */
 void tt__exec_range_body(entry *e, const task *t);
 
+/* The end of a root's region (exec.c, the essay before tt__root_end_wait):
+ * the handshake by which participant 0 reaches the runtime's end barrier
+ * first, in a line of its own that only these updates write. */
+typedef struct tt__root_end {
+    /* TT__END_LEAD_WAITS: participants 1..n-1 count down, participant 0
+     * waits, then says it is done and the others wait for that.
+     * TT__END_LEAD_FIRST: participant 0 says it is done, the others wait
+     * for that. */
+    tt__join join TT__ALIGNED;
+    _Atomic uint32_t lead_done;
+} tt__root_end;
+
+/* Choose the end order of a root of n participants on pool's region crew
+ * (enum tt__region_end) and make its handshake ready. */
+uint8_t tt__root_end_begin(tt__root_end *f, tt_pool *pool, tt__crew *crew, unsigned n);
+/* Participant k's end: what the order asks of it before the barrier. */
+void tt__root_end_wait(tt__root_end *f, uint8_t end, tt__crew *c, unsigned k);
+
+/* The quick root (exec_root.c): a plain thread's fork of one job per slot
+ * or plain split on its own team, in one line for the region's threads. */
+enum { TT__QUICK_FORK = 1, TT__QUICK_RANGES = 2 };
+typedef struct tt__quick {
+    uint8_t kind;     /* TT__QUICK_FORK or TT__QUICK_RANGES            */
+    unsigned n;       /* tasks: jobs of the fork, ranges of the split  */
+    union {
+        tt_job_fn job;
+        tt_range_fn range;
+    } fn;
+    void *arg;
+    size_t len;       /* ranges: the length split into n ranges        */
+    _Atomic int *fail;/* fork: the fork's failure word                 */
+} tt__quick;
+/* Run q as a quick root on x when nothing about x, its pool or the calling
+ * thread asks for the general path: true, with *rc the entry's result (as
+ * the general path would return it). False when it did nothing and took
+ * nothing: the caller takes the general path. */
+bool tt__exec_root_quick(tt__exec *x, const tt__quick *q, int *rc);
+
 #endif /* TT_EXEC_H */

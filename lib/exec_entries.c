@@ -165,6 +165,17 @@ __attribute__((noinline)) static int fork_entered(tt__exec *x, unsigned jobs, tt
                                                   void *arg)
 {
     unsigned budget = x->budget;
+    {
+        /* One job per slot: the quick root, where it applies (exec_root.c;
+         * n 0 asks for nothing). */
+        _Atomic int fail;
+        atomic_init(&fail, 0);
+        tt__quick q = {.kind = TT__QUICK_FORK, .n = jobs == budget ? jobs : 0, .fn.job = job,
+                       .arg = arg, .fail = &fail};
+        int rc;
+        if (tt__exec_root_quick(x, &q, &rc))
+            return rc == TT_OK ? atomic_load_explicit(&fail, memory_order_acquire) : rc;
+    }
     unsigned ntasks = jobs < budget ? jobs : budget;
     fork_entry f = {
         .e = {.body = fork_body, .pool = x->pool, .pool_gen = x->pool_gen, .ledger = x->ledger},
@@ -262,6 +273,15 @@ __attribute__((noinline)) static int ranges_entered(tt__exec *x, size_t len, siz
                                                     tt_range_fn body, void *arg)
 {
     unsigned ntasks = len == 0 ? 0 : tt__range_tasks(len, grain, x->budget);
+    {
+        /* The plain split: the quick root, where it applies (exec_root.c;
+         * fewer than 2 ranges ask for nothing). */
+        tt__quick q = {.kind = TT__QUICK_RANGES, .n = ntasks, .fn.range = body, .arg = arg,
+                       .len = len};
+        int rc;
+        if (tt__exec_root_quick(x, &q, &rc))
+            return rc;
+    }
     range_entry r = {
         .e = {.body = len == 0 ? nothing_body : tt__exec_range_body, .pool = x->pool,
               .pool_gen = x->pool_gen, .ledger = x->ledger},

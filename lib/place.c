@@ -45,7 +45,7 @@
  * matches its push. */
 #define TT__HOLDS 16
 static _Thread_local tt__inline_hold *tls_holds[TT__HOLDS];
-static _Thread_local unsigned tls_nholds;
+static TT__TLS_HOT unsigned tls_nholds;
 
 tt__inline_hold *tt__pool_thread_hold(const tt_pool *pool)
 {
@@ -82,12 +82,19 @@ void tt__pool_hold_pop(const tt__inline_hold *h)
  * the others (their pools' entries on it wait as a plain thread's do). */
 #define TT__LEADS 4
 static _Thread_local const tt_pool *tls_leads[TT__LEADS];
+/* How many entries of tls_leads are set: 0 on every root of a thread that
+ * leads no team, read without the table's __tls_get_addr. */
+static TT__TLS_HOT unsigned tls_nleads;
 
 void tt__place_lead_role(const tt_pool *pool, bool on)
 {
     for (unsigned i = 0; i < TT__LEADS; i++) {
         if (on ? tls_leads[i] == NULL : tls_leads[i] == pool) {
             tls_leads[i] = on ? pool : NULL;
+            if (on)
+                tls_nleads++;
+            else
+                tls_nleads--;
             return;
         }
     }
@@ -95,6 +102,8 @@ void tt__place_lead_role(const tt_pool *pool, bool on)
 
 static bool leads(const tt_pool *pool)
 {
+    if (tls_nleads == 0)
+        return false;
     for (unsigned i = 0; i < TT__LEADS; i++)
         if (tls_leads[i] == pool)
             return true;
@@ -327,6 +336,12 @@ bool tt__place_no_wait(const tt_pool *pool)
 {
     const tt__inline_hold *h = tt__pool_thread_hold(pool);
     return (h && !h->held) || leads(pool) || tt__pool_external_callee(pool);
+}
+
+bool tt__place_plain_clear(const tt_pool *pool)
+{
+    return tls_nholds == 0 && !leads(pool) &&
+           atomic_load_explicit(&((tt_pool *)pool)->externals, memory_order_acquire) == 0;
 }
 
 void tt__lend_begin(tt__lend *l, tt_pool *pool)

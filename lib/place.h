@@ -99,6 +99,12 @@ void tt__place_lead_end(tt__inline_hold *h);
  * callee of a tt_external that holds them: it never waits for the pool's
  * slots; it takes what is free now, runs inline, or is refused. */
 bool tt__place_no_wait(const tt_pool *pool);
+/* True when a plain thread's root on pool needs none of the rules above:
+ * the thread holds nothing of any pool inline (no hold, no mark), leads no
+ * team of pool, and no tt_external of pool is running (so the thread is
+ * no callee of one). Then it takes its slots FIFO as every plain thread
+ * does, and no lending applies (exec_root.c, the quick root). */
+bool tt__place_plain_clear(const tt_pool *pool);
 /* The calling thread takes (on) or gives up (off) the leader role of a
  * persistent team of `pool`: a holder of its slots until the role ends. */
 void tt__place_lead_role(const tt_pool *pool, bool on);

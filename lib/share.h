@@ -106,4 +106,17 @@ static inline void tt__region_participate(tt__crew *c, unsigned k, bool isolate,
     tt__region_member_leave(c, k);
 }
 
+/* The same for a thread of backend region_line, which starts confined:
+ * only an isolated share needs a call of the backend. */
+static inline void tt__region_participate_line(tt__crew *c, unsigned k, bool isolate,
+                                               void (*fn)(void *ctx), void *ctx)
+{
+    tt__region_member_enter(c, k);
+    if (isolate)
+        c->be->isolate(fn, ctx);
+    else
+        fn(ctx);
+    tt__region_member_leave(c, k);
+}
+
 #endif /* TT_SHARE_H */

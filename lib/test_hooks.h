@@ -30,6 +30,12 @@ uint64_t tt__test_spin_stats(uint64_t spin_polls, uint32_t yield_every, bool res
 /* The process's thread count that tt__region_end_order takes (0: the
  * sampled one); returns the previous hook. */
 uint32_t tt__test_threads_hook(uint32_t n);
+/* When not 0, the cost taken for a futex wake (lib/wait.c, tt__wake_dear);
+ * returns the previous hook. */
+uint64_t tt__test_wake_ns_hook(uint64_t ns);
+/* Whether the calling thread's last root entry that asked for the quick
+ * path (a fork of one job per slot, a plain split) took it (exec_root.c). */
+int tt__test_last_root_quick(void);
 uint64_t tt__test_runnable_hook(bool on, long running, unsigned cpus);
 uint64_t tt__test_oversub_samples(void);
 uint64_t tt__test_spin_starving(uint64_t spin_polls, uint64_t *starving, uint64_t *preemptions,

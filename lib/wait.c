@@ -402,11 +402,51 @@ uint32_t tt__test_threads_hook(uint32_t n)
     return atomic_exchange_explicit(&threads_hook, n, memory_order_relaxed);
 }
 
+/* The cost of a futex wake that finds nobody asleep: what libgomp's last
+ * arriver at a barrier pays. It swings with the host (0.1 us in one phase
+ * of the development VM, 1.1 us in another: a PVM guest's system calls),
+ * so it is sampled, not assumed: three calls, the least taken (one may be
+ * interrupted), beside the thread count (relaxed: a hint). */
+static _Atomic uint64_t wake_ns_seen;
+static _Atomic uint32_t wake_probe_word;
+
+/* Test hook: when not 0, the cost taken for a wake call, in ns. */
+static _Atomic uint64_t wake_ns_hook;
+
+uint64_t tt__test_wake_ns_hook(uint64_t ns)
+{
+    return atomic_exchange_explicit(&wake_ns_hook, ns, memory_order_relaxed);
+}
+
+static void sample_wake(void)
+{
+    uint64_t least = UINT64_MAX;
+    for (int i = 0; i < 3; i++) {
+        uint64_t t0 = tt__mono_ns();
+        tt__futex_wake(&wake_probe_word, 1);
+        uint64_t d = tt__mono_ns() - t0;
+        if (d < least)
+            least = d;
+    }
+    atomic_store_explicit(&wake_ns_seen, least, memory_order_relaxed);
+}
+
+bool tt__wake_dear(void)
+{
+    uint64_t ns = atomic_load_explicit(&wake_ns_hook, memory_order_relaxed);
+    if (ns == 0)
+        ns = atomic_load_explicit(&wake_ns_seen, memory_order_relaxed);
+    return ns >= TT__WAKE_DEAR_NS;
+}
+
 enum tt__region_end tt__region_end_order(bool last_wakes)
 {
     uint64_t now = tt__mono_ns();
-    if (sample_due(&threads_next_ns, now))
+    if (sample_due(&threads_next_ns, now)) {
         atomic_store_explicit(&threads_seen, tt__process_threads(), memory_order_relaxed);
+        if (last_wakes)
+            sample_wake();
+    }
     uint32_t n = atomic_load_explicit(&threads_hook, memory_order_relaxed);
     if (n == 0)
         n = atomic_load_explicit(&threads_seen, memory_order_relaxed);
@@ -434,7 +474,7 @@ enum tt__region_end tt__region_end_order(bool last_wakes)
  * lets the new thread run. A thread whose team was made by the
  * application's own regions pays the barrier once, on its first root.
  */
-static _Thread_local unsigned region_width_seen;
+static TT__TLS_HOT unsigned region_width_seen;
 
 bool tt__region_new_team(unsigned width)
 {

@@ -136,6 +136,7 @@ enum tt__region_end {
     TT__END_LEAD_WAITS, /* the caller waits for the others (a join), then
                          * they wait a little for the caller              */
     TT__END_LEAD_FIRST, /* the others first wait a little for the caller     */
+    TT__END_JOIN,       /* the caller waits for the others, then the barrier */
 };
 /* The end for a root's region now: TT__END_LEAD_WAITS when the process
  * holds more threads than CPUs (libgomp then throttles its waits),
@@ -143,6 +144,13 @@ enum tt__region_end {
  * always makes a system call), TT__END_BARRIER when the machine is
  * oversubscribed or neither applies. Sampled at most every 10 ms. */
 enum tt__region_end tt__region_end_order(bool last_wakes);
+/* Whether a wake call of the runtime's barrier costs more than the
+ * caller-first step that spares the caller one (exec.c, the essay before
+ * tt__root_end_wait): the cost of a futex wake with nobody asleep, sampled
+ * with the thread count above (the least of three calls), at least
+ * TT__WAKE_DEAR_NS. */
+bool tt__wake_dear(void);
+#define TT__WAKE_DEAR_NS 400u
 /* Whether a root region of `width` threads opened by the calling thread
  * is wider than any it opened before (the runtime then starts team threads
  * for it: wait.c, region_width_seen); notes the width. */

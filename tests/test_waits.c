@@ -803,7 +803,9 @@ static void late_join_run(late_join *l, bool throttle, long *gave_up, long *slep
  * scope_on_region: 7.8 ms, two ticks, for a fresh thread's first scope of
  * one section, against 26 to 38 us for its first `omp parallel`). tt__test_last_region_end: the end order of
  * the calling thread's last root region (enum tt__region_end: 0 the
- * barrier alone, 1 the caller's join, 2 the caller first).
+ * barrier alone, 1 the caller's join and then the caller first, 2 the
+ * caller first, 3 the caller's join alone: the caller-first step only
+ * where a wake call is dear, lib/wait.c, tt__wake_dear).
  */
 typedef struct first_root {
     tt_pool *pool;
@@ -867,6 +869,9 @@ START_TEST(test_first_root_of_a_thread_ends_in_the_barrier)
      * to spare: the caller's join, from the second root on. */
     tt__test_runnable_hook(true, 1, 2);
     uint32_t threads = tt__test_threads_hook(1000);
+    /* Wake calls dear (lib/wait.c, tt__wake_dear): the join and then the
+     * caller-first step; a cheap one below. */
+    uint64_t wake = tt__test_wake_ns_hook(10000);
     tt_pool_attr *a;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
@@ -883,6 +888,17 @@ START_TEST(test_first_root_of_a_thread_ends_in_the_barrier)
         ck_assert_int_eq(f.second_end, passive ? 0 : 1);
     }
     ck_assert_uint_eq(atomic_load(&f.ran), 12);
+    /* A cheap wake call: the join alone (TT__END_JOIN, 3). */
+    tt__test_wake_ns_hook(50);
+    for (int t = 0; t < 2; t++) {
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, first_root_main, &f), 0);
+        pthread_join(th, NULL);
+        ck_assert_int_eq(f.first_end, 0);
+        ck_assert_int_eq(f.second_end, passive ? 0 : 3);
+    }
+    ck_assert_uint_eq(atomic_load(&f.ran), 20);
+    tt__test_wake_ns_hook(10000);
     /* A thread's first scope: its waits spin only the throttled budget
      * (libgomp's there); its second scope's spin the pool's. Both end with
      * the leader's awake join in a process of more threads than CPUs (the
@@ -899,8 +915,9 @@ START_TEST(test_first_root_of_a_thread_ends_in_the_barrier)
         ck_assert_int_eq(f.first_join, !passive);
         ck_assert_int_eq(f.second_join, !passive);
     }
-    ck_assert_uint_eq(atomic_load(&f.ran), 24);
+    ck_assert_uint_eq(atomic_load(&f.ran), 32);
     tt_pool_destroy(f.pool);
+    tt__test_wake_ns_hook(wake);
     tt__test_threads_hook(threads);
     tt__test_runnable_hook(false, 0, 0);
 }
@@ -1156,6 +1173,9 @@ START_TEST(test_caller_not_last_at_region_end)
      * may hold a timer thread of its own, which libgomp does not count). */
     tt__test_runnable_hook(true, 1, 2);
     only_teams_threads();
+    /* The caller-first orders apply where a wake call is dear (lib/wait.c,
+     * tt__wake_dear), as it was when these counts were taken. */
+    uint64_t wake = tt__test_wake_ns_hook(10000);
     tt_pool_attr *a;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
@@ -1198,6 +1218,7 @@ START_TEST(test_caller_not_last_at_region_end)
     close(fd);
     tt__test_runnable_hook(false, 0, 0);
     tt__test_threads_hook(0);
+    tt__test_wake_ns_hook(wake);
     tt_pool_destroy(l.pool);
     if (passive)
         return;
@@ -1215,10 +1236,11 @@ END_TEST
  * the caller did (*overlapped: on a busy machine the member may get its CPU
  * only once the caller is done, and then it has nothing to wait for). */
 static uint64_t lead_late_of(unsigned roots, uint64_t spin_polls, bool oversubscribed,
-                             uint64_t *budget, unsigned *overlapped)
+                             uint64_t *budget, unsigned *overlapped, uint64_t wake_ns)
 {
     tt__test_runnable_hook(true, oversubscribed ? 1000 : 1, 2);
     only_teams_threads();
+    uint64_t wake = tt__test_wake_ns_hook(wake_ns);
     tt_pool_attr *a;
     ck_assert_int_eq(tt_pool_attr_create(&a), TT_OK);
     ck_assert_int_eq(tt_pool_attr_set_threads(a, 2), TT_OK);
@@ -1238,6 +1260,7 @@ static uint64_t lead_late_of(unsigned roots, uint64_t spin_polls, bool oversubsc
     tt_pool_destroy(l.pool);
     tt__test_runnable_hook(false, 0, 0);
     tt__test_threads_hook(0);
+    tt__test_wake_ns_hook(wake);
     return late;
 }
 
@@ -1252,7 +1275,7 @@ START_TEST(test_members_wait_for_caller_only_where_it_pays)
      * polls are too slow to say. */
     uint64_t budget;
     unsigned overlapped;
-    uint64_t late = lead_late_of(roots, UINT64_MAX, false, &budget, &overlapped);
+    uint64_t late = lead_late_of(roots, UINT64_MAX, false, &budget, &overlapped, 10000);
     /* LLVM libomp's barrier wakes only sleepers; a budget of 0 comes from
      * OMP_WAIT_POLICY=passive in the environment. */
     if (runtime_is_libomp() || budget == 0)
@@ -1261,9 +1284,11 @@ START_TEST(test_members_wait_for_caller_only_where_it_pays)
         ck_assert_msg(late >= overlapped / 4, "%llu of %u roots late (%u ran at once)",
                       (unsigned long long)late, roots, overlapped);
     /* OMP_WAIT_POLICY=passive's budget of 0: no member spins for the caller. */
-    ck_assert_uint_eq(lead_late_of(roots, 0, false, &budget, &overlapped), 0);
+    ck_assert_uint_eq(lead_late_of(roots, 0, false, &budget, &overlapped, 10000), 0);
     /* An oversubscribed machine: the barrier alone. */
-    ck_assert_uint_eq(lead_late_of(roots, UINT64_MAX, true, &budget, &overlapped), 0);
+    ck_assert_uint_eq(lead_late_of(roots, UINT64_MAX, true, &budget, &overlapped, 10000), 0);
+    /* A wake call cheaper than the line the step costs: no step. */
+    ck_assert_uint_eq(lead_late_of(roots, UINT64_MAX, false, &budget, &overlapped, 50), 0);
 }
 END_TEST
 
