@@ -83,6 +83,15 @@ typedef struct tt__crew {
     void *members_mem;
     struct tt__crew *next;     /* cache list (private), free list (region) */
     struct tt__crew *_Atomic next_all; /* every region crew of a pool    */
+    /* The callers' line of a region crew: what a root's caller reads and
+     * writes about the crew's past roots (exec.c, tt__root_end_begin), in a
+     * line of its own, so that no write of it takes a line a member reads.
+     * One root at a time holds the crew (the spare's exchange orders one
+     * holder before the next), so plain fields. */
+    struct {
+        uint64_t join_until_ns; /* the roots end with the caller's join until then */
+        uint32_t long_roots;    /* roots in a row that took TT__CHAIN_NS or more */
+    } lead TT__ALIGNED;
 } tt__crew;
 
 /* The sentinel work that tells a serving member to stop. */

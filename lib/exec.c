@@ -347,12 +347,17 @@ static TT__TLS_HOT uint8_t last_region_end;
 
 int tt__test_last_region_end(void) { return last_region_end; }
 
-uint8_t tt__root_end_begin(tt__root_end *f, tt_pool *pool, tt__crew *crew, unsigned n)
+uint8_t tt__root_end_begin(tt__root_end *f, tt_pool *pool, tt__crew *crew, unsigned n,
+                           uint64_t *watch_ns)
 {
     uint8_t end = TT__END_BARRIER;
+    uint64_t now = 0;
+    *watch_ns = 0;
     if (!tt__region_new_team(pool->width) /* else the barrier alone */ && n > 1 &&
-        crew->team_pol.spin_polls > 0)
-        end = (uint8_t)tt__region_end_order(tt__backend_get()->last_arriver_wakes());
+        crew->team_pol.spin_polls > 0) {
+        now = tt__mono_ns();
+        end = (uint8_t)tt__region_end_order_at(tt__backend_get()->last_arriver_wakes(), now);
+    }
     /* The caller-first step spares the caller a wake call and costs a
      * participant one cache line after its share: where a wake is cheaper
      * than the line, the caller goes to the barrier without it. */
@@ -360,6 +365,14 @@ uint8_t tt__root_end_begin(tt__root_end *f, tt_pool *pool, tt__crew *crew, unsig
         end = TT__END_BARRIER;
     else if (end == TT__END_LEAD_WAITS && !tt__wake_dear())
         end = TT__END_JOIN;
+    /* The caller's join costs a line each way; it pays where a participant
+     * comes late (a wake-up chain), which roots that each take long show.
+     * Without a chain seen lately the barrier alone, and the root is
+     * watched (tt__root_end_after). */
+    if (end == TT__END_JOIN && now >= crew->lead.join_until_ns) {
+        end = TT__END_BARRIER;
+        *watch_ns = now;
+    }
     last_region_end = end;
     if (end == TT__END_LEAD_WAITS || end == TT__END_JOIN)
         tt__join_init(&f->join, n - 1);
@@ -423,8 +436,10 @@ static bool run_region(entry *e, task *tasks, unsigned ntasks, const tt__placeme
         r.range_len = re->len;
         r.ledger = e->ledger;
     }
-    r.end = tt__root_end_begin(&r.fin, e->pool, e->crew, pl->cnt);
+    uint64_t watch;
+    r.end = tt__root_end_begin(&r.fin, e->pool, e->crew, pl->cnt, &watch);
     tt__backend_get()->region(e->pool->width, region_member, &r);
+    tt__root_end_after(e->crew, watch);
     return !r.short_team;
 }
 

@@ -96,8 +96,27 @@ typedef struct tt__root_end {
 } tt__root_end;
 
 /* Choose the end order of a root of n participants on pool's region crew
- * (enum tt__region_end) and make its handshake ready. */
-uint8_t tt__root_end_begin(tt__root_end *f, tt_pool *pool, tt__crew *crew, unsigned n);
+ * (enum tt__region_end) and make its handshake ready. *watch_ns: 0, or the
+ * time the region starts at when its length decides later roots' order
+ * (tt__root_end_after). */
+uint8_t tt__root_end_begin(tt__root_end *f, tt_pool *pool, tt__crew *crew, unsigned n,
+                           uint64_t *watch_ns);
+/* After the region: TT__CHAIN_ROOTS watched roots in a row that each took
+ * TT__CHAIN_NS or more keep the crew's roots on the caller's join for
+ * TT__JOIN_HOLD_NS. */
+static inline void tt__root_end_after(tt__crew *crew, uint64_t watch_ns)
+{
+    if (!watch_ns)
+        return;
+    uint64_t now = tt__mono_ns();
+    if (now - watch_ns < TT__CHAIN_NS) {
+        if (crew->lead.long_roots)
+            crew->lead.long_roots = 0;
+    } else if (++crew->lead.long_roots >= TT__CHAIN_ROOTS) {
+        crew->lead.long_roots = 0;
+        crew->lead.join_until_ns = now + TT__JOIN_HOLD_NS;
+    }
+}
 /* Participant k's end: what the order asks of it before the barrier. */
 void tt__root_end_wait(tt__root_end *f, uint8_t end, tt__crew *c, unsigned k);
 

@@ -16,7 +16,7 @@
  * steps before and after the region took about 2200 cycles, against about
  * 700 when the same root ran without one (a team capped at one thread), and
  * the member spent about 1100 cycles more than raw OpenMP's before its job
- * started (docs/design/runs/2026-12-08-root-cost.md). Raw `omp parallel`
+ * started (docs/design/runs/2026-12-07-root-cost.md). Raw `omp parallel`
  * hands its threads one data block.
  *
  * So the quick root writes everything a region thread needs into one
@@ -231,10 +231,12 @@ static bool root_quick(tt__exec *x, const tt__quick *q, int *rc)
         l.fn.range = q->fn.range;
         l.u.len = q->len;
     }
-    l.end = tt__root_end_begin(&fin, p, crew, q->n);
+    uint64_t watch;
+    l.end = tt__root_end_begin(&fin, p, crew, q->n, &watch);
     tt__line line;
     memcpy(&line, &l, sizeof line);
     tt__backend_get()->region_line(p->width, quick_member, &line);
+    tt__root_end_after(crew, watch);
     tt__region_crew_put(p, crew);
     tt__gang_release(p, q->n, slots);
     tt__entry_end(&fr, true);

@@ -441,7 +441,11 @@ bool tt__wake_dear(void)
 
 enum tt__region_end tt__region_end_order(bool last_wakes)
 {
-    uint64_t now = tt__mono_ns();
+    return tt__region_end_order_at(last_wakes, tt__mono_ns());
+}
+
+enum tt__region_end tt__region_end_order_at(bool last_wakes, uint64_t now)
+{
     if (sample_due(&threads_next_ns, now)) {
         atomic_store_explicit(&threads_seen, tt__process_threads(), memory_order_relaxed);
         if (last_wakes)

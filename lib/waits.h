@@ -144,6 +144,16 @@ enum tt__region_end {
  * always makes a system call), TT__END_BARRIER when the machine is
  * oversubscribed or neither applies. Sampled at most every 10 ms. */
 enum tt__region_end tt__region_end_order(bool last_wakes);
+/* The same, with the time read by the caller (tt__mono_ns). */
+enum tt__region_end tt__region_end_order_at(bool last_wakes, uint64_t now);
+/* TT__CHAIN_ROOTS root regions in a row of a throttled process (TT__END_JOIN's
+ * condition) that each lasted TT__CHAIN_NS or more look like a wake-up chain
+ * (exec.c, the essay before tt__root_end_wait): the crew's roots then keep
+ * the caller's join for TT__JOIN_HOLD_NS. One long root is not enough: a
+ * guest's vCPU is taken away for tens of microseconds now and then. */
+#define TT__CHAIN_NS 20000ull
+#define TT__CHAIN_ROOTS 3u
+#define TT__JOIN_HOLD_NS 100000000ull
 /* Whether a wake call of the runtime's barrier costs more than the
  * caller-first step that spares the caller one (exec.c, the essay before
  * tt__root_end_wait): the cost of a futex wake with nobody asleep, sampled

@@ -888,14 +888,19 @@ START_TEST(test_first_root_of_a_thread_ends_in_the_barrier)
         ck_assert_int_eq(f.second_end, passive ? 0 : 1);
     }
     ck_assert_uint_eq(atomic_load(&f.ran), 12);
-    /* A cheap wake call: the join alone (TT__END_JOIN, 3). */
+    /* A cheap wake call: the join alone (TT__END_JOIN, 3) where a root of
+     * the crew lately took long enough for a wake-up chain, else the
+     * barrier alone (test_quick_root.c checks which when). */
     tt__test_wake_ns_hook(50);
     for (int t = 0; t < 2; t++) {
         pthread_t th;
         ck_assert_int_eq(pthread_create(&th, NULL, first_root_main, &f), 0);
         pthread_join(th, NULL);
         ck_assert_int_eq(f.first_end, 0);
-        ck_assert_int_eq(f.second_end, passive ? 0 : 3);
+        if (passive)
+            ck_assert_int_eq(f.second_end, 0);
+        else
+            ck_assert_msg(f.second_end == 0 || f.second_end == 3, "order %d", f.second_end);
     }
     ck_assert_uint_eq(atomic_load(&f.ran), 20);
     tt__test_wake_ns_hook(10000);
