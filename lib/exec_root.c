@@ -202,7 +202,10 @@ static bool root_quick(tt__exec *x, const tt__quick *q, int *rc)
         return true;
     }
     uint32_t slots[TT__QUICK_MAX];
-    if (tt__gang_try_acquire_all(p, q->n, slots) != TT_OK) {
+    /* First come first served, as every plain thread's: taken now when
+     * nobody queues (gang.c's fast path, counted as an install in ledger
+     * builds), else the general path queues. */
+    if (tt__gang_acquire(p, q->n, slots, 0) != TT_OK) {
         (void)tt__entry_abort(&fr, TT_OK); /* taken: the general path waits */
         return false;
     }

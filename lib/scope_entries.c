@@ -50,9 +50,17 @@ typedef struct scope_region {
     _Atomic uint32_t lead_done;
 } scope_region;
 
+/* Participant k's view of the scope: the leader's region record (its own,
+ * for participant 0) and, for the others, the copies of what they read of
+ * it, which reach them by value in the region's data (scope_line_member):
+ * a member reads the block and nothing else of the leader's frame. */
 typedef struct scope_part {
     scope_region *r;
     unsigned k;
+    tt__ctl *c;
+    const unsigned *cpus;
+    unsigned ncpu;
+    bool lead_says_done;
 } scope_part;
 
 /* The budget of a member's wait for its leader's "done" (lead_done),
@@ -116,7 +124,7 @@ static void scope_participate(void *ctx)
 {
     scope_part *p = ctx;
     scope_region *r = p->r;
-    tt__ctl *c = r->c;
+    tt__ctl *c = p->c;
     if (p->k == 0) {
         /* The callback is the root's user code on this thread. */
         tt__scope_run_fn(c, r->view, r->fn, r->arg);
@@ -133,33 +141,43 @@ static void scope_participate(void *ctx)
             tt__lead_first_done(&r->lead_done);
     } else {
         cpu_set_t saved;
-        bool pinned = r->ncpu > 0 && tt__cpu_pin(r->cpus[p->k % r->ncpu], &saved);
+        bool pinned = p->ncpu > 0 && tt__cpu_pin(p->cpus[p->k % p->ncpu], &saved);
         tt__ctl_participate(c, p->k, 0);
         if (pinned)
             tt__cpu_unpin(&saved);
-        if (r->lead_says_done)
+        if (p->lead_says_done)
             tt__lead_first_wait(&r->lead_done, lead_wait_polls(c), tt__ctl_stats(c));
     }
 }
 
-static void scope_region_member(void *ctx, unsigned k, unsigned got)
+/* The region's line (backend region_line): the words a participant needs
+ * before it reads the block. */
+enum { SCOPE_W_R, SCOPE_W_C, SCOPE_W_CPUS, SCOPE_W_CREW, SCOPE_W_NCPU, SCOPE_W_SIZE,
+       SCOPE_W_FLAGS };
+enum { SCOPE_F_ISOLATE = 1, SCOPE_F_LEAD_SAYS_DONE = 2 };
+
+static void scope_line_member(const tt__line *l, unsigned k, unsigned got)
 {
-    scope_region *r = ctx;
-    tt__ctl *c = r->c;
-    if (got < c->size) {
+    scope_region *r = (scope_region *)(uintptr_t)l->w[SCOPE_W_R];
+    unsigned size = (unsigned)l->w[SCOPE_W_SIZE];
+    if (got < size) {
         if (k == 0)
             r->short_team = true;
         return;
     }
-    if (k >= c->size)
+    if (k >= size)
         return;
-    scope_part part = {r, k};
+    uint64_t flags = l->w[SCOPE_W_FLAGS];
+    scope_part part = {.r = r, .k = k, .c = (tt__ctl *)(uintptr_t)l->w[SCOPE_W_C],
+                       .cpus = (const unsigned *)(uintptr_t)l->w[SCOPE_W_CPUS],
+                       .ncpu = (unsigned)l->w[SCOPE_W_NCPU],
+                       .lead_says_done = (flags & SCOPE_F_LEAD_SAYS_DONE) != 0};
     /* Every thread of the region takes part: the block is the region's
-     * team (tt__ctl_run_section), and each participant stays at the region's level,
-     * confined. Otherwise each participant is one thread to OpenMP for the
-     * whole scope. */
-    tt__region_participate(c->crew, k, !c->region_team && tt__pool_isolates(c->pool),
-                           scope_participate, &part);
+     * team (tt__ctl_run_section), and each participant stays at the
+     * region's level, confined (region_line starts them so). Otherwise
+     * each participant is one thread to OpenMP for the whole scope. */
+    tt__region_participate_line((tt__crew *)(uintptr_t)l->w[SCOPE_W_CREW], k,
+                                (flags & SCOPE_F_ISOLATE) != 0, scope_participate, &part);
 }
 
 /* A scope of the leader alone (budget 1, a pool of width 1): no member,
@@ -295,7 +313,16 @@ static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_se
     } else {
         r.leave_at_end = budget > 1;
     }
-    tt__backend_get()->region(pool->width, scope_region_member, &r);
+    tt__line line = {{0}};
+    line.w[SCOPE_W_R] = (uintptr_t)&r;
+    line.w[SCOPE_W_C] = (uintptr_t)&c;
+    line.w[SCOPE_W_CPUS] = (uintptr_t)cpus;
+    line.w[SCOPE_W_CREW] = (uintptr_t)c.crew;
+    line.w[SCOPE_W_NCPU] = r.ncpu;
+    line.w[SCOPE_W_SIZE] = c.size;
+    line.w[SCOPE_W_FLAGS] = (!c.region_team && tt__pool_isolates(c.pool) ? SCOPE_F_ISOLATE : 0) |
+                            (r.lead_says_done ? SCOPE_F_LEAD_SAYS_DONE : 0);
+    tt__backend_get()->region_line(pool->width, scope_line_member, &line);
     return !r.short_team;
 }
 
