@@ -216,8 +216,10 @@ static void steady(bench *b, const char *where)
         }
         if (r >= 0)
             b->rep_us[nrep++] = sum / k;
-        if (b->cut && r >= 0) /* cut in the untimed one: one timed call */
+        if (b->cut && r >= 0) { /* cut in the untimed one: one timed call */
+            b->cut = nrep < b->reps || k < b->calls; /* said when cut short */
             break;
+        }
     }
     report(b, where, nrep);
 }
