@@ -46,7 +46,8 @@
 #               omp_p90,tt_p90,rounds,host,load,policy; make bench reads it
 #               (scripts/bench.sh, the roots stage)
 # Exit 0, or 1 when a target was missed or a process failed (a wrong result
-# or an error of the library ends it). On a shared host the figures are
+# or an error of the library ends it; the CSV then gets a row roots-run,
+# verdict MISS). On a shared host the figures are
 # indicative only.
 set -eu
 LC_ALL=C
@@ -217,6 +218,11 @@ for pass in $passes; do
     done
 done
 if [ "$failed" -ne 0 ]; then
+    # A wrong result is a miss in make bench's verdict too.
+    if [ -n "$csv" ]; then
+        [ -s "$csv" ] || echo "label,scenario,param,omp_us,tt_us,ratio,target,verdict,width,omp_p90,tt_p90,rounds,host,load,policy" >"$csv"
+        echo "$label,roots-run,a process failed,,,,checked,MISS,$width,,,$rounds,$host,none,default" >>"$csv"
+    fi
     echo "bench-roots: a process failed; FAILED"
     exit 1
 fi
