@@ -167,6 +167,13 @@ md=$top/docs/design/waiting-results.md
     awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) C[$i] = i; next }
         $(C["stage"]) == "tasks" { printf "| %s %s (%s) | %s | %s | %s | %s | %s |\n", $(C["scenario"]), $(C["param"]), $(C["added_load"]), $(C["ref_us"]), $(C["median_us"]), $(C["ratio"]), $(C["target"]), $(C["verdict"]) }' "$csv"
     echo
+    echo "## A root against the \`omp parallel\` of the same thread"
+    echo
+    echo "| place (load) | OpenMP (us) | threadteam | ratio | target | verdict |"
+    echo "| --- | ---: | ---: | ---: | ---: | --- |"
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) C[$i] = i; next }
+        $(C["stage"]) == "roots" { printf "| %s %s (%s) | %s | %s | %s | %s | %s |\n", $(C["scenario"]), $(C["param"]), $(C["added_load"]), $(C["ref_us"]), $(C["median_us"]), $(C["ratio"]), $(C["target"]), $(C["verdict"]) }' "$csv"
+    echo
     echo "## The CG application (examples/cg.c) against its all-OpenMP twin"
     echo
     echo "| phase | all OpenMP (ms per solve) | threadteam + OpenMP (ms) | ratio |"

@@ -16,6 +16,11 @@
 #          mergesort, a two-level loop, an irregular loop, the inline
 #          entry) against their OpenMP-task twins, quiet, passive and
 #          loaded, with their targets
+#   roots  scripts/bench-roots.sh: a root (a token per call and a 2-job
+#          tt_fork of 400 ns jobs) against the `omp parallel` the same thread
+#          opens, from the main thread, a second thread and a fresh thread,
+#          quiet and passive, with its targets (OpenMP-free pool; the
+#          isolated pool's figures reported beside them)
 #   cg     scripts/bench-cg.sh: examples/cg, threadteam kernels in an OpenMP
 #          code against its all-OpenMP twin (no target: information)
 #   cpp    scripts/bench-cpp.sh: the C++ front (threadteam.hpp) against the
@@ -49,7 +54,7 @@
 #                         [--rounds N] [--reps N] [--paths-rounds N] [--scenarios LIST]
 #                         [--out CSV] [--results CSV] [--bindir DIR] [--no-over]
 #                         [--no-ranges] [--no-paths] [--no-reduce] [--no-tasks] [--no-cg]
-#                         [--no-cpp]
+#                         [--no-cpp] [--no-roots]
 #                         [--keep-raw FILE]
 #                         [-- DRIVER ARGS]
 #        scripts/bench.sh --table CSV [--label L]     the table of summary rows
@@ -75,6 +80,7 @@
 #                  and omp/ of $BUILD_DIR (set by make), of ./build, of the
 #                  current directory and of the source tree)
 #   --no-cpp       skip the C++ front's rows (bench_cpp)
+#   --no-roots     skip the roots stage (bench_roots)
 #   --no-ranges, --no-paths, --no-reduce, --no-tasks, --no-cg   skip
 #                  bench_ranges, the paths, the reproducible sum, the task
 #                  kernels, the CG stage
@@ -86,7 +92,7 @@
 #   -- ARGS        passed to every wait driver (e.g. -- --work 20 --gaps 1000)
 #
 # Results CSV columns: label,date,host,cpus,stage (ranges, waits, paths,
-# reduce, tasks, cg),
+# reduce, tasks, roots, cg, cpp),
 # system,scenario,param,metric,width,added_load (--load, or none),median_us,
 # p10_us,p90_us,overhead_us (per section / per split),ref_system,ref_us,ratio
 # (threadteam / ref),target,verdict (PASS / MISS; rows of metric `target`
@@ -324,6 +330,7 @@ cgbench=1
 paths_on=1
 reduce_on=1
 tasks_on=1
+roots_on=1
 cpp_on=1
 prounds_opt=
 out_results=
@@ -342,6 +349,7 @@ while [ $# -gt 0 ]; do
     --no-reduce) reduce_on=0 ;;
     --no-tasks) tasks_on=0 ;;
     --no-cpp) cpp_on=0 ;;
+    --no-roots) roots_on=0 ;;
     --label) label=$2; shift ;;
     --widths) widths=$2; shift ;;
     --load) load=$2; shift ;;
@@ -387,9 +395,9 @@ cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
 wbudget=0
 [ "$pass" = short ] && [ -z "$rounds" ] && wbudget=${BENCH_BUDGET_S:-150}
 case $pass in
-short) rounds=${rounds:-10}; reps=${reps:-15}; rr="--rounds 3 --reps 9"; prounds=7; cgr="--rounds 4 --reps 5"; rrounds=6; trounds=3; crounds=6 ;;
-full) rounds=${rounds:-20}; reps=${reps:-25}; rr="--rounds 5 --reps 21"; prounds=15; cgr="--rounds 10 --reps 7"; rrounds=12; trounds=7; crounds=12 ;;
-quick) rounds=${rounds:-1}; reps=${reps:-3}; rr="--rounds 1 --reps 3"; prounds=1; cgr="--rounds 2 --reps 1"; rrounds=1; trounds=1; crounds=1 ;;
+short) rounds=${rounds:-10}; reps=${reps:-15}; rr="--rounds 3 --reps 9"; prounds=7; cgr="--rounds 4 --reps 5"; rrounds=6; trounds=3; crounds=6; orounds=7 ;;
+full) rounds=${rounds:-20}; reps=${reps:-25}; rr="--rounds 5 --reps 21"; prounds=15; cgr="--rounds 10 --reps 7"; rrounds=12; trounds=7; crounds=12; orounds=15 ;;
+quick) rounds=${rounds:-1}; reps=${reps:-3}; rr="--rounds 1 --reps 3"; prounds=1; cgr="--rounds 2 --reps 1"; rrounds=1; trounds=1; crounds=1; orounds=1 ;;
 esac
 [ -n "$prounds_opt" ] && prounds=$prounds_opt
 
@@ -568,6 +576,8 @@ REDUCE=
 if [ "$load" = none ] && [ "$reduce_on" = 1 ]; then REDUCE=$(find_prog bench_reduce 2>/dev/null) || REDUCE=; fi
 TASKS=
 if [ "$load" = none ] && [ "$tasks_on" = 1 ]; then TASKS=$(find_prog bench_tasks 2>/dev/null) || TASKS=; fi
+ROOTSB=
+if [ "$load" = none ] && [ "$roots_on" = 1 ]; then ROOTSB=$(find_prog bench_roots 2>/dev/null) || ROOTSB=; fi
 CPPB=
 if [ "$load" = none ] && [ "$cpp_on" = 1 ]; then CPPB=$(find_prog bench_cpp 2>/dev/null) || CPPB=; fi
 CG=
@@ -581,6 +591,7 @@ add_stage waits
 [ -n "$PATHS" ] && add_stage paths
 [ -n "$REDUCE" ] && add_stage reduce
 [ -n "$TASKS" ] && add_stage tasks
+[ -n "$ROOTSB" ] && add_stage roots
 [ -n "$CG" ] && add_stage cg
 [ -n "$CPPB" ] && add_stage cpp
 # (defaults: seconds per round on a quiet 2-CPU VM, bench_ranges included in
@@ -602,11 +613,13 @@ e_paths=$(est paths "$prounds" 6)
 e_cg=$(est cg "$(echo "$cgr" | awk '{ print $2 }')" 3)
 e_reduce=$(est reduce "$rrounds" 2)
 e_tasks=$(est tasks "$trounds" 40)
+e_roots=$(est roots "$orounds" 2)
 e_cpp=$(est cpp "$crounds" 8)
 total=$e_waits
 [ -n "$PATHS" ] && total=$((total + e_paths))
 [ -n "$REDUCE" ] && total=$((total + e_reduce))
 [ -n "$TASKS" ] && total=$((total + e_tasks))
+[ -n "$ROOTSB" ] && total=$((total + e_roots))
 [ -n "$CG" ] && total=$((total + e_cg))
 [ -n "$CPPB" ] && total=$((total + e_cpp))
 src="estimates for two quiet CPUs"
@@ -658,6 +671,12 @@ if [ -n "$TASKS" ]; then
     # twins: quiet, OMP_WAIT_POLICY=passive and loaded passes.
     run_stage tasks "$e_tasks" "$trounds" sh "$here/bench-tasks.sh" --prog "$TASKS" --rounds "$trounds" \
         --label "$label" --csv "$tmp/tasks.csv"
+fi
+if [ -n "$ROOTSB" ]; then
+    # A root against the `omp parallel` of the same thread (bench/bench_roots.c),
+    # main, second and fresh thread: quiet and OMP_WAIT_POLICY=passive passes.
+    run_stage roots "$e_roots" "$orounds" sh "$here/bench-roots.sh" --prog "$ROOTSB" --rounds "$orounds" \
+        --label "$label" --csv "$tmp/roots.csv"
 fi
 if [ -n "$CG" ]; then
     # The CG application (examples/cg): threadteam kernels inside an OpenMP
@@ -713,6 +732,13 @@ RHEADER="label,date,host,cpus,stage,system,scenario,param,metric,width,added_loa
         function g(n) { return (n in C) ? $(C[n]) : "" }
         { sc = g("scenario"); if (g("policy") != "" && g("policy") != "default") sc = sc "-" g("policy")
           print g("label"), d, g("host"), c, "tasks", "threadteam", sc, g("param"), "call", g("width"), g("load"), g("tt_us"), "", g("tt_p90"), "", "openmp", g("omp_us"), g("ratio"), g("target"), g("verdict"), O["tasks"], LA["tasks"] }' "$tmp/tasks.csv"
+    # The roots (scripts/bench-roots.sh's CSV; same columns as the tasks').
+    [ -s "$tmp/roots.csv" ] && awk -F, -v OFS=, -v d="$date" -v c="$cpus" -v loads="$LOADS" '
+        BEGIN { while ((getline x < loads) > 0) { split(x, f, " "); O[f[1]] = f[2]; LA[f[1]] = f[3] } }
+        NR == 1 { for (i = 1; i <= NF; i++) C[$i] = i; next }
+        function g(n) { return (n in C) ? $(C[n]) : "" }
+        { sc = g("scenario"); if (g("policy") != "" && g("policy") != "default") sc = sc "-" g("policy")
+          print g("label"), d, g("host"), c, "roots", "threadteam", sc, g("param"), "call", g("width"), g("load"), g("tt_us"), "", g("tt_p90"), "", "openmp", g("omp_us"), g("ratio"), g("target"), g("verdict"), O["roots"], LA["roots"] }' "$tmp/roots.csv"
     # The C++ front against the C API (scripts/bench-cpp.sh's CSV).
     [ -s "$tmp/cpp.csv" ] && awk -F, -v OFS=, -v d="$date" -v c="$cpus" -v loads="$LOADS" '
         BEGIN { while ((getline x < loads) > 0) { split(x, f, " "); O[f[1]] = f[2]; LA[f[1]] = f[3] } }
