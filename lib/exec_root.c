@@ -222,25 +222,25 @@ static bool root_quick(tt__exec *x, const tt__quick *q, int *rc)
         *rc = r; /* the general path's claim would refuse the same way */
         return true;
     }
-    uint32_t slots[TT__QUICK_MAX];
     /* First come first served, as every plain thread's: taken now when
      * nobody queues (gang.c's fast path, counted as an install in ledger
      * builds), else the general path queues. */
-    if (tt__gang_acquire(p, q->n, slots, 0) != TT_OK) {
+    uint64_t slots = tt__gang_take_word(p, q->n);
+    if (!slots) {
         (void)tt__entry_abort(&fr, TT_OK); /* taken: the general path waits */
         return false;
     }
     tt__ledger_install(p);
     tt__crew *crew = tt__region_crew_get(p);
     if (!crew) {
-        tt__gang_release(p, q->n, slots);
+        tt__gang_give_word(p, slots);
         (void)tt__entry_abort(&fr, TT_OK);
         return false;
     }
     r = tt__entry_commit(&fr);
     if (r) {
         tt__region_crew_put(p, crew);
-        tt__gang_release(p, q->n, slots);
+        tt__gang_give_word(p, slots);
         *rc = tt__entry_abort(&fr, r);
         return true;
     }
@@ -262,7 +262,7 @@ static bool root_quick(tt__exec *x, const tt__quick *q, int *rc)
     region_below(p->width, &line);
     tt__root_end_after(crew, watch);
     tt__region_crew_put(p, crew);
-    tt__gang_release(p, q->n, slots);
+    tt__gang_give_word(p, slots);
     tt__entry_end(&fr, true);
     *rc = TT_OK;
     return true;

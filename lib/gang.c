@@ -308,6 +308,45 @@ bool tt__gang_prefix_free(const tt_pool *p, unsigned n)
     return n <= p->width;
 }
 
+uint64_t tt__gang_take_word(tt_pool *p, unsigned n)
+{
+    /* acquire_fifo's fast path, as a mask: a pool of one word, nobody
+     * queued, n slots free now. */
+    if (!one_word(p) || n == 0 || atomic_load_explicit(&p->slot_waiters, memory_order_seq_cst) != 0)
+        return 0;
+    uint64_t f = atomic_load_explicit(&p->free_bits[0], memory_order_acquire);
+    for (;;) {
+        uint64_t rest = f, take = 0;
+        unsigned have = 0;
+        while (have < n && rest) { /* counted as taken: no popcount call */
+            take |= rest & -rest;
+            rest &= rest - 1;
+            have++;
+        }
+        if (have < n)
+            return 0;
+        /* seq_cst, as word_take's: the acquire half pairs with the
+         * give-back that freed the slots. */
+        if (atomic_compare_exchange_weak_explicit(&p->free_bits[0], &f, f & ~take,
+                                                  memory_order_seq_cst, memory_order_acquire)) {
+            count_install(p);
+            return take;
+        }
+    }
+}
+
+void tt__gang_give_word(tt_pool *p, uint64_t mask)
+{
+    /* tt__gang_release's one-word path. */
+    uint64_t old = atomic_fetch_or_explicit(&p->free_bits[0], mask, memory_order_seq_cst);
+    TT__INVARIANT((old & mask) == 0, "slots: a slot given back that was free");
+    if (atomic_load_explicit(&p->slot_waiters, memory_order_seq_cst) != 0) {
+        pthread_mutex_lock(&p->lock);
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+    }
+}
+
 void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx)
 {
     if (n == 0)

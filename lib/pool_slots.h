@@ -121,6 +121,12 @@ int tt__gang_try_acquire_prefix(tt_pool *p, unsigned n, uint32_t *idx);
 /* True when slots 0..n-1 are free now (a look, nothing taken). */
 bool tt__gang_prefix_free(const tt_pool *p, unsigned n);
 void tt__gang_release(tt_pool *p, unsigned n, const uint32_t *idx);
+/* The everyday root's slots as a mask of the one word (pools of at most
+ * 64): n free slots taken now when nobody queues (the FIFO's fast path,
+ * counted as an install in ledger builds), else 0 and nothing taken; and
+ * their give-back. */
+uint64_t tt__gang_take_word(tt_pool *p, unsigned n);
+void tt__gang_give_word(tt_pool *p, uint64_t mask);
 void tt__gang_init_free(tt_pool *p);
 /* Every slot free (wide pools: under the lock). */
 bool tt__gang_all_free(const tt_pool *p);
