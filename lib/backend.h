@@ -59,7 +59,9 @@ typedef struct tt__backend {
      * for); and the threads start confined (an `omp parallel` in their
      * code gets one thread: the region's max-active-levels-var, which
      * every thread of it inherits, stops at the region's own level), so
-     * that no participant writes its own ICVs to get there. */
+     * that no participant writes its own ICVs to get there. The block
+     * sits below a gap of the caller's stack, where the caller's next
+     * entry pushes no frame (backend_omp.c says why). */
     unsigned (*region_line)(unsigned width, tt__line_fn fn, const tt__line *line);
     /* Confine the calling participant's own OpenMP: an `omp parallel` in a
      * share gets one thread whatever OMP_NESTED, OMP_MAX_ACTIVE_LEVELS or a

@@ -241,7 +241,8 @@ static unsigned omp_region(unsigned width, tt__region_fn fn, void *ctx)
  * active level plus one), which the threads' implicit tasks inherit: a
  * region that any of them opens is inactive, one thread, as omp_confine
  * makes it. The caller's own value is put back after. */
-static unsigned omp_region_line(unsigned width, tt__line_fn fn, const tt__line *line)
+static __attribute__((noinline)) unsigned omp_region_block(unsigned width, tt__line_fn fn,
+                                                           const tt__line *line)
 {
     uint64_t w0 = line->w[0], w1 = line->w[1], w2 = line->w[2], w3 = line->w[3];
     uint64_t w4 = line->w[4], w5 = line->w[5], w6 = line->w[6], w7 = line->w[7];
@@ -287,6 +288,28 @@ static unsigned omp_region_line(unsigned width, tt__line_fn fn, const tt__line *
         omp_set_max_active_levels(mal);
     if (dyn)
         omp_set_dynamic(dyn);
+    return got;
+}
+
+/*
+ * The data block GCC builds for the region above is the one line of the
+ * caller's stack that the region's threads read. Built at the depth of the
+ * caller's other calls, it lies where the next root's bookkeeping (the
+ * claim, the slots, the placement) pushes its frames, and those writes then
+ * wait for the line to come back from a member's core, in front of the
+ * locked instructions that follow them: a slot take of a few cycles took a
+ * hundred nanoseconds once a call before it pushed one more register
+ * (docs/design/runs/2026-12-07-root-cost.md). A gap puts the block below
+ * every frame the library's entries push between two roots.
+ */
+#define TT__BLOCK_GAP 1024
+
+static unsigned omp_region_line(unsigned width, tt__line_fn fn, const tt__line *line)
+{
+    char gap[TT__BLOCK_GAP];
+    __asm__ volatile("" ::"r"(gap) : "memory"); /* kept, never written */
+    unsigned got = omp_region_block(width, fn, line);
+    __asm__ volatile("" ::"r"(gap) : "memory");
     return got;
 }
 

@@ -166,27 +166,6 @@ static void quick_member(const tt__line *line, unsigned k, unsigned got)
     tt__root_end_wait(l->fin, l->end, l->crew, k);
 }
 
-/*
- * The region's data block, which GCC builds in the frame of the backend's
- * region_line, is the one line of the caller's stack that the region's
- * threads read. Called at the depth of root_quick's other calls, that frame
- * lies where the next root's bookkeeping (the claim, the slots) pushes its
- * own frames, and those writes then wait for the line to come back from the
- * member's core, in front of the locked instructions that follow them (a
- * slot take that cost a few cycles took a hundred nanoseconds when a call
- * before it pushed one more register). A gap below the caller's frame puts
- * the block where nothing of the library writes between two roots.
- */
-#define TT__BLOCK_GAP 1024
-
-static __attribute__((noinline)) void region_below(unsigned width, const tt__line *line)
-{
-    char gap[TT__BLOCK_GAP];
-    __asm__ volatile("" ::"r"(gap) : "memory"); /* the gap stays, unwritten */
-    tt__backend_get()->region_line(width, quick_member, line);
-    __asm__ volatile("" ::"r"(gap) : "memory");
-}
-
 /* Whether this thread's last pooled root (fork or ranges) took the quick
  * path (a test hook reads it; one store per root, to a line of this
  * thread's own). */
@@ -259,7 +238,7 @@ static bool root_quick(tt__exec *x, const tt__quick *q, int *rc)
     l.end = tt__root_end_begin(&fin, p, crew, q->n, &watch);
     tt__line line;
     memcpy(&line, &l, sizeof line);
-    region_below(p->width, &line);
+    tt__backend_get()->region_line(p->width, quick_member, &line);
     tt__root_end_after(crew, watch);
     tt__region_crew_put(p, crew);
     tt__gang_give_word(p, slots);
