@@ -349,45 +349,6 @@ static void scope_on_members(tt__exec *x, const tt__placement *pl, const scope_s
     tt__ctl_end_members(&c);
 }
 
-/* The everyday root scope, a plain thread's on its own team: its slots as
- * one mask of the slot word and the region crew, without the general
- * placement and its arrays (exec_root.c says why such a path pays: the
- * caller's stack lines and locked instructions on the path of every root).
- * False when it took nothing: the general placement runs (a token that is
- * not a plain root, a wide pool, a thread that holds or leads anything of
- * the pool, a root on the private crew, slots taken or queued for). */
-/* Whether this thread's last root scope that placed its members took the
- * quick placement (a test hook reads it). */
-static TT__TLS_HOT bool last_scope_quick;
-
-int tt__test_last_scope_quick(void) { return last_scope_quick; }
-
-static bool scope_quick_place(tt__exec *x, tt__placement *pl, uint64_t *mask)
-{
-    tt_pool *p = x->pool;
-    if (x->flags != 0 || x->parent || p->width > 64 || tt__pool_uses_private_crew(p) ||
-        !tt__place_plain_clear(p) || tt__region_room(p->width) != TT_OK)
-        return false;
-    uint64_t m = tt__gang_take_word(p, x->budget);
-    if (!m)
-        return false;
-    tt__ledger_install(p);
-    tt__crew *crew = tt__region_crew_get(p);
-    if (!crew) {
-        tt__gang_give_word(p, m);
-        return false;
-    }
-    *pl = (tt__placement){.self = -1, .route = TT__ROUTE_REGION, .crew = crew};
-    *mask = m;
-    return true;
-}
-
-static void scope_quick_unplace(tt_pool *pool, tt__placement *pl, uint64_t mask)
-{
-    tt__region_crew_put(pool, pl->crew);
-    tt__gang_give_word(pool, mask);
-}
-
 int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, void *arg)
 {
     tt__exec *x = ex ? tt__x(ex) : NULL;
@@ -414,19 +375,13 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
     scope_settings s = scope_settings_of(pool, opts);
     tt__placement pl;
     uint32_t slots[budget], gang[budget];
-    uint64_t mask = 0;
-    bool quick = scope_quick_place(x, &pl, &mask);
-    last_scope_quick = quick;
-    rc = quick ? TT_OK : scope_reserve(x, &pl, s.timeout, slots, gang);
+    rc = scope_reserve(x, &pl, s.timeout, slots, gang);
     if (rc == TT_OK)
         rc = tt__entry_commit(&fr);
     if (rc) {
         /* Give back what was taken under the claim, then the claim (the
          * pool may be destroyed as soon as the entry count drops). */
-        if (quick)
-            scope_quick_unplace(pool, &pl, mask);
-        else
-            tt__place_unreserve(pool, &pl);
+        tt__place_unreserve(pool, &pl);
         return tt__entry_abort(&fr, rc);
     }
     s.pol.throttled = s.pol.throttled || budget > tt__cpu_count_cached();
@@ -436,10 +391,7 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         ran = scope_on_region(x, &pl, &s, &fail, fn, arg);
     else
         scope_on_members(x, &pl, &s, &fail, fn, arg);
-    if (quick)
-        scope_quick_unplace(pool, &pl, mask);
-    else
-        tt__place_unreserve(pool, &pl);
+    tt__place_unreserve(pool, &pl);
     /* A team narrower than the scope ran nothing: the refusal consumes
      * nothing. Otherwise the scope's failure code (tt_scope_fail), when it
      * ran and failed. */

@@ -373,87 +373,6 @@ START_TEST(test_root_end_order_follows_wake_cost)
 }
 END_TEST
 
-
-/* The everyday root scope takes the quick placement (its slots as a mask,
- * the region crew): sections run on every participant, scopes of several
- * threads share the width, a reborrowed token takes the general placement,
- * and a short team refuses the scope without consuming the token. */
-typedef struct scope_run {
-    th_live live;
-    unsigned width;
-    _Atomic unsigned sections, bad;
-} scope_run;
-
-static void scope_section(void *arg, tt_section *sec)
-{
-    scope_run *r = arg;
-    if (th_live_enter(&r->live) > (int)r->width)
-        atomic_fetch_add(&r->bad, 1);
-    if (tt_section_size(sec) != r->width)
-        atomic_fetch_add(&r->bad, 1);
-    th_spin_us(10);
-    atomic_fetch_add(&r->sections, 1);
-    th_live_leave(&r->live);
-}
-
-static void scope_body(void *arg, tt_scope *scope)
-{
-    TT_CHECK(tt_scope_run(scope, scope_section, arg) == TT_OK, "section");
-}
-
-static void *scope_thread(void *arg)
-{
-    scope_run *r = arg;
-    tt_pool **pool = (tt_pool **)((char *)arg + sizeof *r);
-    for (unsigned i = 0; i < th_iters(100); i++) {
-        tt_exec ex;
-        TT_CHECK(tt_exec_init(&ex, *pool, r->width) == TT_OK, "init");
-        TT_CHECK(tt_team_scope(&ex, scope_body, r) == TT_OK, "scope");
-    }
-    return NULL;
-}
-
-START_TEST(test_quick_scope)
-{
-    struct {
-        scope_run r;
-        tt_pool *pool;
-    } s = {.r = {.width = 2}};
-    th_live_init(&s.r.live);
-    s.pool = make_pool(2, false);
-    tt_exec ex, sub;
-    ck_assert_int_eq(tt_exec_init(&ex, s.pool, 2), TT_OK);
-    ck_assert_int_eq(tt_team_scope(&ex, scope_body, &s.r), TT_OK);
-    ck_assert_int_eq(tt__test_last_scope_quick(), 1);
-    ck_assert_uint_eq(atomic_load(&s.r.sections), 2);
-    ck_assert_int_eq(tt_exec_init(&ex, s.pool, 2), TT_OK);
-    ck_assert_int_eq(tt_team_scope(tt_exec_reborrow(&ex, &sub), scope_body, &s.r), TT_OK);
-    ck_assert_int_eq(tt__test_last_scope_quick(), 0);
-    ck_assert_uint_eq(atomic_load(&s.r.sections), 4);
-    /* Three threads at once on a pool of 2. */
-    atomic_store(&s.r.sections, 0);
-    pthread_t t[3];
-    for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(pthread_create(&t[i], NULL, scope_thread, &s), 0);
-    for (int i = 0; i < 3; i++)
-        pthread_join(t[i], NULL);
-    th_assert_no_failures();
-    ck_assert_uint_eq(atomic_load(&s.r.sections), 3 * 2 * th_iters(100));
-    ck_assert_uint_eq(atomic_load(&s.r.bad), 0);
-    /* A team that comes out short: refused, nothing ran, the token usable. */
-    tt__test_region_cap(1);
-    ck_assert_int_eq(tt_exec_init(&ex, s.pool, 2), TT_OK);
-    unsigned before = atomic_load(&s.r.sections);
-    ck_assert_int_eq(tt_team_scope(&ex, scope_body, &s.r), TT_REFUSED_UNAVAILABLE);
-    ck_assert_int_eq(tt__test_last_scope_quick(), 1);
-    ck_assert_uint_eq(atomic_load(&s.r.sections), before);
-    tt__test_region_cap(0);
-    ck_assert_int_eq(tt_team_scope(&ex, scope_body, &s.r), TT_OK);
-    ck_assert_uint_eq(atomic_load(&s.r.sections), before + 2);
-    tt_pool_destroy(s.pool);
-}
-END_TEST
-
 #endif /* TT_PARALLEL_ENABLED */
 
 static Suite *quick_suite(void)
@@ -469,7 +388,6 @@ static Suite *quick_suite(void)
     tcase_add_test(tc, test_quick_share_omp_parallel_one_thread);
     tcase_add_test(tc, test_quick_ranges_cover_once);
     tcase_add_test(tc, test_root_end_order_follows_wake_cost);
-    tcase_add_test(tc, test_quick_scope);
 #else
     (void)tc;
 #endif
