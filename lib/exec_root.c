@@ -20,8 +20,10 @@
  * hands its threads one data block.
  *
  * So the quick root writes everything a region thread needs into one
- * cache-line-aligned line (quick_line) just before the region, and the
- * region threads read that line and nothing else of the caller's: task k is
+ * cache-line-aligned line (quick_line) just before the region, the backend
+ * hands it to the region's threads by value in the runtime's own data block
+ * (region_line, which builds that block below a gap of the caller's stack),
+ * and the region threads read that and nothing else of the caller's: task k is
  * job k or range k on region thread k (the identity map that plan_tasks
  * makes for a full gang), a job's child token is minted from the line, and
  * its members are named by a constant table instead of the caller's gang
