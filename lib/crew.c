@@ -174,6 +174,7 @@ int tt__crew_alloc_members(tt__crew *c, unsigned width)
 
 void tt__crew_free(tt__crew *c)
 {
+    free(c->scope_block);
     free(c->attr.thread_name);
     free(c->members_mem);
     free(c);

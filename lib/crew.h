@@ -92,6 +92,10 @@ typedef struct tt__crew {
         uint64_t join_until_ns; /* the roots end with the caller's join until then */
         uint32_t long_roots;    /* roots in a row that took TT__CHAIN_NS or more */
     } lead TT__ALIGNED;
+    /* A region crew's control block for root team scopes (scope.h,
+     * tt__ctl_keep), made by the first one and kept between them; NULL
+     * until then. Used by the root that holds the crew. */
+    void *scope_block;
 } tt__crew;
 
 /* The sentinel work that tells a serving member to stop. */

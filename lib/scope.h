@@ -14,8 +14,9 @@
 /* A control block: shared by a leader thread (participant 0) and size - 1
  * members (participants 1..size-1), each of which waits for the block's
  * generation word to move, runs the command the leader wrote, and reports
- * to the command's join (team_scope.c). A scope's block lives on the
- * leader's stack; a persistent team's in the tt_team. */
+ * to the command's join (team_scope.c). A root scope's block on the
+ * caller's team is kept in its region crew (tt__ctl_keep, below), any other
+ * scope's lives on the leader's stack, a persistent team's in the tt_team. */
 typedef struct tt__ctl tt__ctl;
 struct tt__ctl {
     /* What token.c reads of the block through a team token's `team` field
@@ -57,8 +58,10 @@ struct tt__ctl {
      * with bar_count when a section starts. */
     _Atomic int bar_fail;
     tt__event bar_gen;
-    /* Fixed for the life of the block. */
-    tt_pool *pool;
+    /* Fixed for the life of the block (a kept block's, for a scope), on a
+     * line of their own: every participant reads them, and the section
+     * barrier's line above is written as each section starts. */
+    tt_pool *pool TT__ALIGNED;
     tt__crew *crew;
     unsigned size;            /* participants, the leader included       */
     const uint32_t *members;  /* participant p >= 1 is members[p - 1]    */
@@ -114,6 +117,74 @@ static inline void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt
     c->leader = pthread_self();
     c->pool_gen = pool_gen;
     atomic_store_explicit(&c->lead_cpu, -1, memory_order_relaxed);
+}
+
+/*
+ * A root scope's control block kept in its region crew between scopes
+ * (tt__crew.scope_block). A block on the leader's stack is written whole
+ * by every scope (tt__ctl_init clears it), and its members read it whole:
+ * each of its lines then crosses between the leader's core and a member's
+ * once per scope, and the calls the leader makes after the region push
+ * their frames onto lines a member still holds. A kept block is written
+ * only where a field changes, so the lines a member reads and the leader
+ * does not change stay in both caches: a scope's transfers are those of
+ * its commands (the command's line, the join's), as in a persistent team.
+ * Its generation goes on from scope to scope, and members start from the
+ * value the region's line carries (scope_entries.c).
+ */
+typedef struct tt__ctl_kept {
+    tt__ctl c;
+    _Atomic int fail TT__ALIGNED; /* the scope's failure word (c.fail)     */
+} tt__ctl_kept;
+
+/* Write `v` to a field of a kept block only where it differs. */
+#define TT__CTL_KEEP(c, f, v)                                                                     \
+    do {                                                                                           \
+        if ((c)->f != (v))                                                                         \
+            (c)->f = (v);                                                                          \
+    } while (0)
+
+/* The block of crew `crew` for a root scope, set up as tt__ctl_init would
+ * (members: none, the region's threads) and with its failure word cleared;
+ * NULL where it cannot be allocated (the caller uses a block of its own).
+ * The block is idle: the last scope's end command was its last. */
+static inline tt__ctl_kept *tt__ctl_keep(tt__crew *crew, tt_pool *pool, uint32_t pool_gen,
+                                         unsigned size, const tt__wait_policy *pol, void *ledger)
+{
+    tt__ctl_kept *k = crew->scope_block;
+    if (!k) {
+        void *mem = NULL;
+        if (tt__memalign(&mem, TT__CACHELINE, sizeof *k) != 0)
+            return NULL;
+        k = mem;
+        tt__ctl_init(&k->c, pool, pool_gen, crew, size, NULL, pol, ledger);
+        atomic_store_explicit(&k->fail, 0, memory_order_relaxed);
+        k->c.fail = &k->fail;
+        crew->scope_block = k;
+        return k;
+    }
+    tt__ctl *c = &k->c;
+    tt__wait_policy p = *pol;
+    if (size > tt__cpu_count_cached())
+        p.throttled = true;
+    TT__CTL_KEEP(c, pool, pool);
+    TT__CTL_KEEP(c, crew, crew);
+    TT__CTL_KEEP(c, size, size);
+    TT__CTL_KEEP(c, members, NULL);
+    TT__CTL_KEEP(c, pol.spin_polls, p.spin_polls);
+    TT__CTL_KEEP(c, pol.spin_ns, p.spin_ns);
+    TT__CTL_KEEP(c, pol.throttled, p.throttled);
+    TT__CTL_KEEP(c, pol.yield_every, p.yield_every);
+    TT__CTL_KEEP(c, pol.stop, p.stop);
+    TT__CTL_KEEP(c, pol.stop_val, p.stop_val);
+    TT__CTL_KEEP(c, pol.crowded, p.crowded);
+    TT__CTL_KEEP(c, ledger, ledger);
+    if (!pthread_equal(c->leader, pthread_self()))
+        c->leader = pthread_self();
+    TT__CTL_KEEP(c, pool_gen, pool_gen);
+    if (atomic_load_explicit(&k->fail, memory_order_relaxed) != 0)
+        atomic_store_explicit(&k->fail, 0, memory_order_relaxed);
+    return k;
 }
 
 /* Post the participant loop to every member of c (`works`: size - 1

@@ -61,6 +61,7 @@ typedef struct scope_part {
     const unsigned *cpus;
     unsigned ncpu;
     bool lead_says_done;
+    uint32_t gen0; /* the block's generation before the scope's first command */
 } scope_part;
 
 /* The budget of a member's wait for its leader's "done" (lead_done),
@@ -116,9 +117,10 @@ static uint64_t lead_wait_polls(tt__ctl *c)
  * policy (lead_wait_polls): none on the leader's CPU, where the leader
  * could say it only once the member stopped polling.
  *
- * The block stays valid: it lives in the leader's frame until the
- * region's end barrier, which every member passes after its last read of
- * the command (and of lead_done).
+ * The block stays valid: it is the region crew's (or, where that one
+ * could not be allocated, in the leader's frame) until the region's end
+ * barrier, which every member passes after its last read of the command
+ * (and of lead_done); the next scope on the crew starts after it.
  */
 static void scope_participate(void *ctx)
 {
@@ -142,7 +144,7 @@ static void scope_participate(void *ctx)
     } else {
         cpu_set_t saved;
         bool pinned = p->ncpu > 0 && tt__cpu_pin(p->cpus[p->k % p->ncpu], &saved);
-        tt__ctl_participate(c, p->k, 0);
+        tt__ctl_participate(c, p->k, p->gen0);
         if (pinned)
             tt__cpu_unpin(&saved);
         if (p->lead_says_done)
@@ -153,7 +155,7 @@ static void scope_participate(void *ctx)
 /* The region's line (backend region_line): the words a participant needs
  * before it reads the block. */
 enum { SCOPE_W_R, SCOPE_W_C, SCOPE_W_CPUS, SCOPE_W_CREW, SCOPE_W_NCPU, SCOPE_W_SIZE,
-       SCOPE_W_FLAGS };
+       SCOPE_W_FLAGS, SCOPE_W_GEN0 };
 enum { SCOPE_F_ISOLATE = 1, SCOPE_F_LEAD_SAYS_DONE = 2 };
 
 static void scope_line_member(const tt__line *l, unsigned k, unsigned got)
@@ -171,6 +173,7 @@ static void scope_line_member(const tt__line *l, unsigned k, unsigned got)
     scope_part part = {.r = r, .k = k, .c = (tt__ctl *)(uintptr_t)l->w[SCOPE_W_C],
                        .cpus = (const unsigned *)(uintptr_t)l->w[SCOPE_W_CPUS],
                        .ncpu = (unsigned)l->w[SCOPE_W_NCPU],
+                       .gen0 = (uint32_t)l->w[SCOPE_W_GEN0],
                        .lead_says_done = (flags & SCOPE_F_LEAD_SAYS_DONE) != 0};
     /* Every thread of the region takes part: the block is the region's
      * team (tt__ctl_run_section), and each participant stays at the
@@ -284,13 +287,20 @@ static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_se
     tt_pool *pool = x->pool;
     unsigned budget = x->budget;
     unsigned cpus[budget];
-    tt__ctl c;
-    tt_scope view = {.c = &c, .size = budget, .ledger = x->ledger};
-    tt__ctl_init(&c, pool, x->pool_gen, pl->crew, budget, NULL, &s->pol, x->ledger);
+    /* The crew's kept block (scope.h, tt__ctl_keep), or one of this
+     * frame's where it cannot be had. */
+    tt__ctl own, *c = &own;
+    tt__ctl_kept *kept = tt__ctl_keep(pl->crew, pool, x->pool_gen, budget, &s->pol, x->ledger);
+    if (kept) {
+        c = &kept->c;
+    } else {
+        tt__ctl_init(c, pool, x->pool_gen, pl->crew, budget, NULL, &s->pol, x->ledger);
+        c->fail = fail;
+    }
+    tt_scope view = {.c = c, .size = budget, .ledger = x->ledger};
     /* Every thread of the region takes part when the scope has the pool's
      * width (the region is always opened at that width). */
-    c.region_team = budget == pool->width;
-    c.fail = fail;
+    TT__CTL_KEEP(c, region_team, budget == pool->width);
     /* A region wider than any this thread opened before starts its team
      * threads (wait.c, region_width_seen): this scope's waits spin only the
      * throttled budget, as libgomp's do there, and then yield and sleep.
@@ -303,8 +313,8 @@ static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_se
      * docs/design/runs/2026-12-07-comment-records.md, "A thread's first
      * scope". */
     if (tt__region_new_team(pool->width))
-        c.pol.throttled = true;
-    scope_region r = {.c = &c, .view = &view, .fn = fn, .arg = arg, .cpus = cpus,
+        TT__CTL_KEEP(c, pol.throttled, true);
+    scope_region r = {.c = c, .view = &view, .fn = fn, .arg = arg, .cpus = cpus,
                       .ncpu = s->pin ? tt__scope_pin_cpus(cpus, budget) : 0};
     if (budget > 1 && s->pol.spin_polls > 0) {
         enum tt__region_end end = tt__region_end_order(tt__backend_get()->last_arriver_wakes());
@@ -315,14 +325,22 @@ static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_se
     }
     tt__line line = {{0}};
     line.w[SCOPE_W_R] = (uintptr_t)&r;
-    line.w[SCOPE_W_C] = (uintptr_t)&c;
+    line.w[SCOPE_W_C] = (uintptr_t)c;
     line.w[SCOPE_W_CPUS] = (uintptr_t)cpus;
-    line.w[SCOPE_W_CREW] = (uintptr_t)c.crew;
+    line.w[SCOPE_W_CREW] = (uintptr_t)c->crew;
     line.w[SCOPE_W_NCPU] = r.ncpu;
-    line.w[SCOPE_W_SIZE] = c.size;
-    line.w[SCOPE_W_FLAGS] = (!c.region_team && tt__pool_isolates(c.pool) ? SCOPE_F_ISOLATE : 0) |
+    line.w[SCOPE_W_SIZE] = c->size;
+    line.w[SCOPE_W_FLAGS] = (!c->region_team && tt__pool_isolates(c->pool) ? SCOPE_F_ISOLATE : 0) |
                             (r.lead_says_done ? SCOPE_F_LEAD_SAYS_DONE : 0);
+    /* A kept block's generation goes on from the last scope: members
+     * wait for the first command after it. */
+    line.w[SCOPE_W_GEN0] = atomic_load_explicit(&c->gen.word, memory_order_relaxed);
     tt__backend_get()->region_line(pool->width, scope_line_member, &line);
+    if (kept) {
+        int code = atomic_load_explicit(&kept->fail, memory_order_acquire);
+        if (code)
+            atomic_store_explicit(fail, code, memory_order_relaxed);
+    }
     return !r.short_team;
 }
 

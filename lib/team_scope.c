@@ -24,7 +24,9 @@
  * The leader writes a command and then bumps the generation with a seq_cst
  * store (tt__event_post): that store releases the command to every member's
  * acquire load of the word. A member touches the control block last in its
- * tt__join_done, so the block may live on the leader's stack.
+ * tt__join_done (or its read of a leave), so the block may live on the
+ * leader's stack; a root scope's on the caller's team is kept in its region
+ * crew instead (scope.h, tt__ctl_keep).
  *
  * Tokens with team authority (TT__F_TEAM) carry a control block in their
  * `team` field and a budget no larger than its size; their entries run as
@@ -183,12 +185,16 @@ void tt__ctl_issue(tt__ctl *c, int kind, uint32_t pending)
     /* One command at a time: the previous command's join is complete (the
      * leader waited for it), and no more participants report than the
      * block has beside its leader. */
-    TT__INVARIANT((atomic_load_explicit(&c->join.word, memory_order_relaxed) &
-                   ~TT__JOIN_SLEEPING) == 0,
+    uint32_t last = atomic_load_explicit(&c->join.word, memory_order_relaxed);
+    TT__INVARIANT((last & ~TT__JOIN_SLEEPING) == 0,
                   "scope: a command issued while the last one's join is pending");
     TT__INVARIANT(pending < c->size && (kind == CMD_END || c->width <= c->size),
                   "scope: a command for more participants than the block has");
-    tt__join_init(&c->join, pending);
+    /* The join's line was last written by the member that reported: a
+     * store of the value it holds would take the line back from that
+     * member's core for nothing (a leave after a section: 0 and 0). */
+    if (last != pending)
+        tt__join_init(&c->join, pending);
     uint32_t g = atomic_load_explicit(&c->gen.word, memory_order_relaxed) + 1;
     /* Relaxed: the seq_cst store of the generation in tt__event_post
      * releases the header and the body to the participants' acquire. */
