@@ -88,6 +88,10 @@ void *tt__malloc(size_t n);
 void *tt__calloc(size_t n, size_t size);
 char *tt__strdup(const char *s);
 int tt__memalign(void **p, size_t align, size_t n);
+/* n zeroed objects of `size` bytes on cache lines of their own: aligned to
+ * TT__CACHELINE and padded to a whole number of lines (alloc.c says why);
+ * NULL on failure. Freed with free(). */
+void *tt__calloc_lines(size_t n, size_t size);
 bool tt__fault_thread(void);
 
 /* Thread-local words that every root reads (the region's room, the hold

@@ -287,7 +287,7 @@ static int preflight_threads(unsigned n)
 int tt__crew_create(const struct tt_pool_attr *attr, unsigned width, tt__crew **out)
 {
     *out = NULL;
-    tt__crew *c = tt__calloc(1, sizeof *c);
+    tt__crew *c = tt__calloc_lines(1, sizeof *c);
     if (!c)
         return TT_ENOMEM;
     c->kind = TT__CREW_PRIVATE;

@@ -49,7 +49,7 @@ tt__crew *tt__region_crew_get(tt_pool *p)
         c->next = NULL;
         return c;
     }
-    c = tt__calloc(1, sizeof *c);
+    c = tt__calloc_lines(1, sizeof *c);
     if (!c)
         return NULL;
     c->kind = TT__CREW_REGION;

@@ -108,7 +108,7 @@ static tt_pool *shell_get(void)
         shell_head = p->next_shell;
     pthread_mutex_unlock(&shell_lock);
     if (!p) {
-        p = tt__calloc(1, sizeof *p);
+        p = tt__calloc_lines(1, sizeof *p);
         if (!p)
             return NULL;
         atomic_store_explicit(&p->gen, 1, memory_order_relaxed);
@@ -186,7 +186,7 @@ int tt_pool_create(tt_pool **pool, const tt_pool_attr *attr)
     p->dedicated = tt__attr_dedicated(&a);
     p->forked_gen = atomic_load_explicit(&fork_generation, memory_order_relaxed);
     size_t words = (width + 63) / 64;
-    p->free_bits = tt__calloc(words, sizeof(_Atomic uint64_t));
+    p->free_bits = tt__calloc_lines(words, sizeof(_Atomic uint64_t));
     if (!p->free_bits) {
         shell_put(p);
         return TT_ENOMEM;

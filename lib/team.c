@@ -70,7 +70,7 @@ int tt_pool_into_team(tt_pool *pool, unsigned width, tt_team **team)
         return TT__EINVAL("width > pool->width");
     if (tt__pool_forked(pool))
         return TT_EFORKED;
-    tt_team *t = tt__calloc(1, sizeof *t);
+    tt_team *t = tt__calloc_lines(1, sizeof *t);
     if (!t)
         return TT_ENOMEM;
     unsigned nm = width - 1;
