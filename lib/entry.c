@@ -94,3 +94,54 @@ void tt__entry_lean_end(tt__exec *x, unsigned saved)
     tt__exec_resume(x, saved);
     tt__exec_leave_lean(x);
 }
+
+/* The quick frame (entry.h, tt__entry_quick_begin). */
+int tt__entry_quick_begin(tt__entry_quick *h, tt__exec *x, unsigned n, int *rc)
+{
+    tt_pool *p = x->pool;
+    /* A plain root token (no reborrow, no team, no task, no lead role), a
+     * pool of one slot word, a root on the caller's own team, a thread
+     * that holds nothing of the pool, and nobody queued for slots. */
+    if (!p || x->flags != 0 || x->parent || n < 2 || n > p->width || p->width > TT__QUICK_MAX)
+        return 0;
+    if (tt__pool_uses_private_crew(p) || !tt__place_plain_clear(p) ||
+        tt__region_room(p->width) != TT_OK ||
+        atomic_load_explicit(&p->slot_waiters, memory_order_seq_cst) != 0)
+        return 0;
+    int r = tt__entry_begin(&h->fr, x);
+    if (r) {
+        *rc = r; /* the general path's claim would refuse the same way */
+        return -1;
+    }
+    /* First come first served, as every plain thread's: taken now when
+     * nobody queues (gang.c's fast path, counted as an install in ledger
+     * builds), else the general path queues. */
+    h->slots = tt__gang_take_word(p, n);
+    if (!h->slots) {
+        (void)tt__entry_abort(&h->fr, TT_OK); /* taken: the general path waits */
+        return 0;
+    }
+    tt__ledger_install(p);
+    h->crew = tt__region_crew_get(p);
+    if (!h->crew) {
+        tt__gang_give_word(p, h->slots);
+        (void)tt__entry_abort(&h->fr, TT_OK);
+        return 0;
+    }
+    r = tt__entry_commit(&h->fr);
+    if (r) {
+        tt__region_crew_put(p, h->crew);
+        tt__gang_give_word(p, h->slots);
+        *rc = tt__entry_abort(&h->fr, r);
+        return -1;
+    }
+    return 1;
+}
+
+void tt__entry_quick_end(tt__entry_quick *h, bool ran)
+{
+    tt_pool *p = h->fr.x->pool;
+    tt__region_crew_put(p, h->crew);
+    tt__gang_give_word(p, h->slots);
+    tt__entry_end(&h->fr, ran);
+}

@@ -140,4 +140,5 @@ typedef struct tt__quick {
  * nothing: the caller takes the general path. */
 bool tt__exec_root_quick(tt__exec *x, const tt__quick *q, int *rc);
 
+
 #endif /* TT_EXEC_H */

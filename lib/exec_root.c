@@ -44,8 +44,8 @@
 #include <string.h>
 
 /* Member k of a quick root is region thread k, and its job's child holds
- * member k: gang[k] == k. Pools of at most 64 slots take this path. */
-#define TT__QUICK_MAX 64
+ * member k: gang[k] == k. Pools of at most TT__QUICK_MAX (64) slots take
+ * this path (entry.h). */
 #define ID4(b) (b), (b) + 1, (b) + 2, (b) + 3
 #define ID16(b) ID4(b), ID4((b) + 4), ID4((b) + 8), ID4((b) + 12)
 static const uint32_t identity_gang[TT__QUICK_MAX] = {ID16(0), ID16(16), ID16(32), ID16(48)};
@@ -187,44 +187,11 @@ bool tt__exec_root_quick(tt__exec *x, const tt__quick *q, int *rc)
 static bool root_quick(tt__exec *x, const tt__quick *q, int *rc)
 {
     tt_pool *p = x->pool;
-    /* A plain root token (no reborrow, no team, no task, no lead role), a
-     * pool of one slot word, a root on the caller's own team, a thread
-     * that holds nothing of the pool, and nobody queued for slots. */
-    if (!p || x->flags != 0 || x->parent || q->n < 2 || q->n > p->width ||
-        p->width > TT__QUICK_MAX)
-        return false;
-    if (tt__pool_uses_private_crew(p) || !tt__place_plain_clear(p) ||
-        tt__region_room(p->width) != TT_OK ||
-        atomic_load_explicit(&p->slot_waiters, memory_order_seq_cst) != 0)
-        return false;
-    tt__entry fr;
-    int r = tt__entry_begin(&fr, x);
-    if (r) {
-        *rc = r; /* the general path's claim would refuse the same way */
-        return true;
-    }
-    /* First come first served, as every plain thread's: taken now when
-     * nobody queues (gang.c's fast path, counted as an install in ledger
-     * builds), else the general path queues. */
-    uint64_t slots = tt__gang_take_word(p, q->n);
-    if (!slots) {
-        (void)tt__entry_abort(&fr, TT_OK); /* taken: the general path waits */
-        return false;
-    }
-    tt__ledger_install(p);
-    tt__crew *crew = tt__region_crew_get(p);
-    if (!crew) {
-        tt__gang_give_word(p, slots);
-        (void)tt__entry_abort(&fr, TT_OK);
-        return false;
-    }
-    r = tt__entry_commit(&fr);
-    if (r) {
-        tt__region_crew_put(p, crew);
-        tt__gang_give_word(p, slots);
-        *rc = tt__entry_abort(&fr, r);
-        return true;
-    }
+    tt__entry_quick h;
+    int took = tt__entry_quick_begin(&h, x, q->n, rc);
+    if (took <= 0)
+        return took < 0;
+    tt__crew *crew = h.crew;
     tt__root_end fin;
     quick_line l = {.arg = q->arg, .pool = p, .crew = crew, .ledger = x->ledger, .fin = &fin,
                     .pool_gen = x->pool_gen, .n = (uint8_t)q->n, .kind = q->kind,
@@ -242,9 +209,7 @@ static bool root_quick(tt__exec *x, const tt__quick *q, int *rc)
     memcpy(&line, &l, sizeof line);
     tt__backend_get()->region_line(p->width, quick_member, &line);
     tt__root_end_after(crew, watch);
-    tt__region_crew_put(p, crew);
-    tt__gang_give_word(p, slots);
-    tt__entry_end(&fr, true);
+    tt__entry_quick_end(&h, true);
     *rc = TT_OK;
     return true;
 }

@@ -281,7 +281,7 @@ static int scope_reserve(tt__exec *x, tt__placement *pl, uint64_t timeout, uint3
 /* A root scope on the caller's own team. False when the team came out
  * narrower than the scope (dynamic adjustment, a thread limit reached after
  * the pool was built): the members cannot be had, and nothing ran. */
-static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_settings *s,
+static bool scope_on_region(tt__exec *x, tt__crew *crew, const scope_settings *s,
                             _Atomic int *fail, tt_scope_fn fn, void *arg)
 {
     tt_pool *pool = x->pool;
@@ -290,11 +290,11 @@ static bool scope_on_region(tt__exec *x, const tt__placement *pl, const scope_se
     /* The crew's kept block (scope.h, tt__ctl_keep), or one of this
      * frame's where it cannot be had. */
     tt__ctl own, *c = &own;
-    tt__ctl_kept *kept = tt__ctl_keep(pl->crew, pool, x->pool_gen, budget, &s->pol, x->ledger);
+    tt__ctl_kept *kept = tt__ctl_keep(crew, pool, x->pool_gen, budget, &s->pol, x->ledger);
     if (kept) {
         c = &kept->c;
     } else {
-        tt__ctl_init(c, pool, x->pool_gen, pl->crew, budget, NULL, &s->pol, x->ledger);
+        tt__ctl_init(c, pool, x->pool_gen, crew, budget, NULL, &s->pol, x->ledger);
         c->fail = fail;
     }
     tt_scope view = {.c = c, .size = budget, .ledger = x->ledger};
@@ -367,6 +367,26 @@ static void scope_on_members(tt__exec *x, const tt__placement *pl, const scope_s
     tt__ctl_end_members(&c);
 }
 
+/* Whether this thread's last tt_team_scope on a plain root token took the
+ * quick frame (a test hook reads it). */
+static TT__TLS_HOT bool last_scope_quick;
+
+int tt__test_last_scope_quick(void) { return last_scope_quick; }
+
+/* A root scope in the quick frame: the caller's own team, the pool's
+ * width, the slots and the crew taken (tt__entry_quick_begin). The same
+ * run and end as the general path's. */
+static int scope_quick(tt__exec *x, tt__entry_quick *q, const tt_team_opts *opts, tt_scope_fn fn,
+                       void *arg)
+{
+    scope_settings s = scope_settings_of(x->pool, opts);
+    s.pol.throttled = s.pol.throttled || x->budget > tt__cpu_count_cached();
+    _Atomic int fail = 0;
+    bool ran = scope_on_region(x, q->crew, &s, &fail, fn, arg);
+    tt__entry_quick_end(q, ran);
+    return ran ? atomic_load_explicit(&fail, memory_order_acquire) : TT_REFUSED_UNAVAILABLE;
+}
+
 int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, void *arg)
 {
     tt__exec *x = ex ? tt__x(ex) : NULL;
@@ -379,6 +399,19 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         return team_scope_carried(x, fn, arg);
     if (tt__entry_lean(x))
         return scope_lean(x, fn, arg);
+    /* A plain thread's root scope at its pool's width: the quick frame
+     * (entry.h) where nothing asks for the general path. */
+    last_scope_quick = false;
+    if (x->pool && x->budget == x->pool->width) {
+        tt__entry_quick q;
+        int took = tt__entry_quick_begin(&q, x, x->budget, &rc);
+        if (took < 0)
+            return rc;
+        if (took > 0) {
+            last_scope_quick = true;
+            return scope_quick(x, &q, opts, fn, arg);
+        }
+    }
     /* Claim first (a parent whose child is inside an entry is busy, whatever
      * members are free; and a destroy from another thread is refused from
      * here on), consume only once the members are there. */
@@ -406,7 +439,7 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
     _Atomic int fail = 0;
     bool ran = true;
     if (pl.route == TT__ROUTE_REGION)
-        ran = scope_on_region(x, &pl, &s, &fail, fn, arg);
+        ran = scope_on_region(x, pl.crew, &s, &fail, fn, arg);
     else
         scope_on_members(x, &pl, &s, &fail, fn, arg);
     tt__place_unreserve(pool, &pl);

@@ -36,6 +36,9 @@ uint64_t tt__test_wake_ns_hook(uint64_t ns);
 /* Whether the calling thread's last root entry that asked for the quick
  * path (a fork of one job per slot, a plain split) took it (exec_root.c). */
 int tt__test_last_root_quick(void);
+/* Whether this thread's last tt_team_scope (past its checks, not inline)
+ * took the quick frame (scope_entries.c). */
+int tt__test_last_scope_quick(void);
 uint64_t tt__test_runnable_hook(bool on, long running, unsigned cpus);
 uint64_t tt__test_oversub_samples(void);
 uint64_t tt__test_spin_starving(uint64_t spin_polls, uint64_t *starving, uint64_t *preemptions,

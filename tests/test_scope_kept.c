@@ -8,9 +8,13 @@
  * of random widths, barriers, splits, failures), from one thread and from
  * several threads that take turns on one pool's crews, and SPMD sections
  * with orphaned `omp for` as an `omp parallel` body would have, and check
- * each section's work and each scope's code every time.
+ * each section's work and each scope's code every time. And which root
+ * scopes take the quick frame (entry.h, tt__entry_quick_begin; the test
+ * hook tt__test_last_scope_quick says which), each still keeping the
+ * general path's contracts.
  */
 #include "tt_test.h"
+#include "test_hooks.h"
 
 #if TT_PARALLEL_ENABLED
 #include <omp.h>
@@ -241,12 +245,83 @@ START_TEST(kept_spmd_sections)
 END_TEST
 #endif
 
+/* Which scopes take the quick frame: a plain root token at the pool's
+ * width from a plain thread. A narrower budget, a reborrowed token and a
+ * scope from inside another pool's region take the general path; every
+ * one runs its sections on every rank once. */
+typedef struct nested {
+    tt_pool *inner;
+    int inner_rc, inner_quick;
+} nested;
+
+static void nested_scope(void *arg, tt_scope *scope)
+{
+    nested *n = arg;
+    (void)scope;
+    plan pl = {.nsec = 1, .width = {tt_pool_width(n->inner)}};
+    run r = {.pl = &pl, .size = tt_pool_width(n->inner)};
+    tt_exec ex;
+    n->inner_rc = tt_exec_init(&ex, n->inner, r.size);
+    if (n->inner_rc == TT_OK)
+        n->inner_rc = tt_team_scope(&ex, scope_fn, &r);
+    n->inner_quick = tt__test_last_scope_quick();
+    for (unsigned k = 0; k < r.size; k++)
+        if (atomic_load(&r.hits[0][k]) != 1)
+            n->inner_rc = -1;
+}
+
+START_TEST(quick_scope_shapes)
+{
+    tt_pool *p = th_make_pool(3);
+    unsigned w = tt_pool_width(p);
+    plan full = {.nsec = 2, .width = {w, w}, .barrier = {true, false}};
+    one_scope(p, w, &full, NULL);
+    th_assert_no_failures();
+    ck_assert_int_eq(tt__test_last_scope_quick(), w > 1 ? 1 : 0);
+
+    plan narrow = {.nsec = 1, .width = {2}};
+    if (w > 2) {
+        one_scope(p, 2, &narrow, NULL);
+        th_assert_no_failures();
+        ck_assert_int_eq(tt__test_last_scope_quick(), 0);
+    }
+
+    /* A reborrowed child at the full width: the general path. */
+    tt_exec ex, child;
+    run r = {.pl = &full, .size = w};
+    ck_assert_int_eq(tt_exec_init(&ex, p, w), TT_OK);
+    ck_assert_int_eq(tt_team_scope(tt_exec_reborrow(&ex, &child), scope_fn, &r), TT_OK);
+    ck_assert_int_eq(tt__test_last_scope_quick(), 0);
+    ck_assert_uint_eq(atomic_load(&r.hits[1][w - 1]), 1);
+    ck_assert_uint_eq(atomic_load(&r.bad), 0);
+    /* The parent then takes the quick frame, and a consumed token is
+     * refused as on the general path. */
+    run r2 = {.pl = &full, .size = w};
+    ck_assert_int_eq(tt_team_scope(&ex, scope_fn, &r2), TT_OK);
+    ck_assert_int_eq(tt__test_last_scope_quick(), w > 1 ? 1 : 0);
+    ck_assert_int_eq(tt_team_scope(&ex, scope_fn, &r2), TT_ECONSUMED);
+    ck_assert_uint_eq(atomic_load(&r2.hits[0][0]), 1);
+
+    /* A root scope on another pool from inside this one's region (the
+     * scope's callback): that pool's private crew, not the quick frame. */
+    nested n = {.inner = th_make_pool(2)};
+    ck_assert_int_eq(tt_exec_init(&ex, p, w), TT_OK);
+    ck_assert_int_eq(tt_team_scope(&ex, nested_scope, &n), TT_OK);
+    ck_assert_int_eq(n.inner_rc, TT_OK);
+    ck_assert_int_eq(n.inner_quick, 0);
+    th_assert_no_failures();
+    th_free_pool(n.inner);
+    th_free_pool(p);
+}
+END_TEST
+
 static Suite *kept_suite(void)
 {
     Suite *s = suite_create("scope_kept");
     TCase *tc = th_tcase(s, "kept", 240);
     tcase_add_test(tc, kept_random_sequences);
     tcase_add_test(tc, kept_across_threads);
+    tcase_add_test(tc, quick_scope_shapes);
 #if TT_PARALLEL_ENABLED
     tcase_add_test(tc, kept_spmd_sections);
 #endif
