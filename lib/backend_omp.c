@@ -168,99 +168,113 @@ static void omp_join(tt__crew *c)
  * checks otherwise leave to dynamic adjustment and exhausted threads. */
 static _Atomic unsigned region_cap;
 
+/*
+ * What both kinds of root region do around the construct. Dynamic
+ * adjustment off for the region only (the application's ICV is put back
+ * after): libgomp then forms exactly `width` threads unless a thread limit
+ * or max-active-levels forbids it, and the caller checks the team it got.
+ * The caller's nthreads-var is not touched: the num_threads clause
+ * overrides it for this region alone.
+ *
+ * max-active-levels-var (the calling task's own, data-environment scope in
+ * libgomp since GCC 11, and put back after): omp_region only makes sure the
+ * region is active, whatever the calling task has (inside an inline run
+ * that the library isolated, omp_isolate sets it to 0 outside every region,
+ * and a nested root still gets its team; a pool whose width OpenMP can
+ * never give was refused when it was built, tt_pool_create, TT_ERANGE).
+ * omp_region_block sets it to exactly the level the region opens (the
+ * caller's active level plus one), which the threads' implicit tasks
+ * inherit: a region that any of them opens is inactive, one thread, as
+ * omp_confine makes it, so no participant writes its own ICVs.
+ *
+ * The test hook's cap (tt__test_region_cap) narrows the region here.
+ */
+typedef struct region_icvs {
+    int dyn, mal, want;
+} region_icvs;
+
+static inline unsigned region_icvs_enter(region_icvs *r, unsigned width, bool confined)
+{
+    r->dyn = omp_get_dynamic();
+    if (r->dyn)
+        omp_set_dynamic(0);
+    r->mal = omp_get_max_active_levels();
+    r->want = confined ? omp_get_active_level() + 1 : (r->mal < 1 ? 1 : r->mal);
+    if (r->mal != r->want)
+        omp_set_max_active_levels(r->want);
+    unsigned cap = atomic_load_explicit(&region_cap, memory_order_relaxed);
+    return cap && cap < width ? cap : width;
+}
+
+static inline void region_icvs_leave(const region_icvs *r)
+{
+    if (r->mal != r->want)
+        omp_set_max_active_levels(r->mal);
+    if (r->dyn)
+        omp_set_dynamic(r->dyn);
+}
+
+/* Under ThreadSanitizer, `go` and `done` state in the C memory model what
+ * libgomp's barriers do (a release before the region, an acquire by each
+ * participant; a release by each at its end, an acquire after the join),
+ * which TSan cannot see through an uninstrumented libgomp's futexes and
+ * atomics. Other builds rely on the barriers themselves (OpenMP's flush at
+ * region start and end): the two words were one more cache line for every
+ * region thread to fetch and write back, on the path the root's join waits
+ * for. */
+#if TT__TSAN
+#define TSAN_REGION_BEFORE                                                                         \
+    _Atomic uint32_t go, done;                                                                     \
+    atomic_store_explicit(&done, 0, memory_order_relaxed);                                         \
+    atomic_store_explicit(&go, 1, memory_order_release)
+#define TSAN_REGION_IN (void)atomic_load_explicit(&go, memory_order_acquire)
+#define TSAN_REGION_OUT atomic_fetch_add_explicit(&done, 1, memory_order_release)
+#define TSAN_REGION_AFTER (void)atomic_load_explicit(&done, memory_order_acquire)
+#else
+#define TSAN_REGION_BEFORE ((void)0)
+#define TSAN_REGION_IN ((void)0)
+#define TSAN_REGION_OUT ((void)0)
+#define TSAN_REGION_AFTER ((void)0)
+#endif
+
 static unsigned omp_region(unsigned width, tt__region_fn fn, void *ctx)
 {
-    /* Dynamic adjustment off for this region only (the application's ICV is
-     * put back after): libgomp then forms exactly `width` threads unless a
-     * thread limit or max-active-levels forbids it, and the caller checks
-     * the team it got. The caller's nthreads-var is not touched: the
-     * num_threads clause overrides it for this region alone.
-     *
-     * Under ThreadSanitizer, `go` and `done` state in the C memory model
-     * what libgomp's barriers do (a release before the region, an acquire
-     * by each participant; a release by each at its end, an acquire after
-     * the join), which TSan cannot see through an uninstrumented libgomp's
-     * futexes and atomics. Other builds rely on the barriers themselves
-     * (OpenMP's flush at region start and end): the two words were one
-     * more cache line for every region thread to fetch and write back,
-     * on the path the root's join waits for. */
-    int dyn = omp_get_dynamic();
-    if (dyn)
-        omp_set_dynamic(0);
-    /* The region is active whatever max-active-levels-var the calling task
-     * has: inside an inline run that the library isolated (omp_isolate sets
-     * it to 0 outside every region) a nested root still gets its team. A
-     * pool whose width OpenMP can never give was refused when it was built
-     * (tt_pool_create, TT_ERANGE). The ICV is the calling task's own
-     * (data-environment scope in libgomp since GCC 11) and is put back. */
-    int mal = omp_get_max_active_levels();
-    if (mal < 1)
-        omp_set_max_active_levels(1);
+    region_icvs icv;
+    width = region_icvs_enter(&icv, width, false);
     unsigned got = 0;
-#if TT__TSAN
-    _Atomic uint32_t go, done;
-    atomic_store_explicit(&done, 0, memory_order_relaxed);
-    atomic_store_explicit(&go, 1, memory_order_release);
-#endif
-    unsigned cap = atomic_load_explicit(&region_cap, memory_order_relaxed);
-    if (cap && cap < width)
-        width = cap;
+    TSAN_REGION_BEFORE;
 #if TT__TSAN
 #pragma omp parallel num_threads(width) shared(go, done, got)
 #else
 #pragma omp parallel num_threads(width) shared(got)
 #endif
     {
-#if TT__TSAN
-        (void)atomic_load_explicit(&go, memory_order_acquire);
-#endif
+        TSAN_REGION_IN;
         unsigned n = (unsigned)omp_get_num_threads();
         unsigned k = (unsigned)omp_get_thread_num();
         if (k == 0)
             got = n;
         fn(ctx, k, n);
-#if TT__TSAN
-        atomic_fetch_add_explicit(&done, 1, memory_order_release);
-#endif
+        TSAN_REGION_OUT;
     }
-#if TT__TSAN
-    (void)atomic_load_explicit(&done, memory_order_acquire);
-#endif
-    if (mal < 1)
-        omp_set_max_active_levels(mal);
-    if (dyn)
-        omp_set_dynamic(dyn);
+    TSAN_REGION_AFTER;
+    region_icvs_leave(&icv);
     return got;
 }
 
 /* omp_region with the line by value and the threads confined (backend.h).
  * firstprivate scalars travel in the region's data block itself (GCC
  * passes an aggregate by its address, which would be one more line to
- * fetch); each thread rebuilds the line on its own stack. The region's
- * max-active-levels-var is set to the level the region opens (the caller's
- * active level plus one), which the threads' implicit tasks inherit: a
- * region that any of them opens is inactive, one thread, as omp_confine
- * makes it. The caller's own value is put back after. */
+ * fetch); each thread rebuilds the line on its own stack. */
 static __attribute__((noinline)) unsigned omp_region_block(unsigned width, tt__line_fn fn,
                                                            const tt__line *line)
 {
     uint64_t w0 = line->w[0], w1 = line->w[1], w2 = line->w[2], w3 = line->w[3];
     uint64_t w4 = line->w[4], w5 = line->w[5], w6 = line->w[6], w7 = line->w[7];
-    int dyn = omp_get_dynamic();
-    if (dyn)
-        omp_set_dynamic(0);
-    int mal = omp_get_max_active_levels(), want = omp_get_active_level() + 1;
-    if (mal != want)
-        omp_set_max_active_levels(want);
+    region_icvs icv;
+    width = region_icvs_enter(&icv, width, true);
     unsigned got = 0;
-#if TT__TSAN
-    _Atomic uint32_t go, done;
-    atomic_store_explicit(&done, 0, memory_order_relaxed);
-    atomic_store_explicit(&go, 1, memory_order_release);
-#endif
-    unsigned cap = atomic_load_explicit(&region_cap, memory_order_relaxed);
-    if (cap && cap < width)
-        width = cap;
+    TSAN_REGION_BEFORE;
 #if TT__TSAN
 #pragma omp parallel num_threads(width) firstprivate(w0, w1, w2, w3, w4, w5, w6, w7) \
     shared(go, done, got)
@@ -268,26 +282,17 @@ static __attribute__((noinline)) unsigned omp_region_block(unsigned width, tt__l
 #pragma omp parallel num_threads(width) firstprivate(w0, w1, w2, w3, w4, w5, w6, w7) shared(got)
 #endif
     {
-#if TT__TSAN
-        (void)atomic_load_explicit(&go, memory_order_acquire);
-#endif
+        TSAN_REGION_IN;
         tt__line l = {{w0, w1, w2, w3, w4, w5, w6, w7}};
         unsigned n = (unsigned)omp_get_num_threads();
         unsigned k = (unsigned)omp_get_thread_num();
         if (k == 0)
             got = n;
         fn(&l, k, n);
-#if TT__TSAN
-        atomic_fetch_add_explicit(&done, 1, memory_order_release);
-#endif
+        TSAN_REGION_OUT;
     }
-#if TT__TSAN
-    (void)atomic_load_explicit(&done, memory_order_acquire);
-#endif
-    if (mal != want)
-        omp_set_max_active_levels(mal);
-    if (dyn)
-        omp_set_dynamic(dyn);
+    TSAN_REGION_AFTER;
+    region_icvs_leave(&icv);
     return got;
 }
 

@@ -66,9 +66,9 @@ static inline int tt__exec_enter_and_run(tt__exec *x, entry *e, run_spec sp)
     return tt__exec_run_entry(&fr, e, sp);
 }
 
-/* Mint the child token of task t in place. */
-static inline void tt__exec_child_of(tt__exec *c, const entry *e, const task *t, uint32_t flags,
-                                     void *team)
+/* The spec of task t's child token (tt__job_run mints it). */
+static inline tt__token_spec tt__exec_child_spec(const entry *e, const task *t, uint32_t flags,
+                                                 void *team)
 {
     tt__token_spec s = {.pool = e->pool, .pool_gen = e->pool_gen, .budget = t->share,
                         .flags = flags, .ledger = e->ledger, .team = team,
@@ -78,7 +78,7 @@ static inline void tt__exec_child_of(tt__exec *c, const entry *e, const task *t,
         s.gang_off = t->off;
         s.gang_cnt = t->cnt;
     }
-    tt__token_mint(c, &s);
+    return s;
 }
 /* The body of a plain split: task k runs range k. */
 void tt__exec_range_body(entry *e, const task *t);

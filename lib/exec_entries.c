@@ -52,13 +52,9 @@ static void fork_body(entry *e, const task *t)
         if (!first)
             tt__share_seq_next(&seq);
         tt_exec child;
-        tt__exec *c = tt__x(&child);
-        tt__exec_child_of(c, e, t, f->child_flags, f->team);
-        c->fork_fail = &f->fail;
-        tt__ledger_enter(e->ledger);
-        f->job(f->arg, i, &child);
-        tt__ledger_leave(e->ledger);
-        atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+        tt__token_spec s = tt__exec_child_spec(e, t, f->child_flags, f->team);
+        s.fork_fail = &f->fail;
+        tt__job_run(&child, &s, f->job, f->arg, i);
         if (one)
             break;
         i = alone ? i + 1 : atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
@@ -83,15 +79,14 @@ typedef struct lean_fork {
 
 /* Job i's child, minted in place: budget 1 and the token's members. A
  * task's token is this thread's (tt__exec_check), so its owner is. */
-static inline void lean_child(tt__exec *c, const tt__exec *x, _Atomic int *fail)
+static inline tt__token_spec lean_child(const tt__exec *x, _Atomic int *fail)
 {
     bool gang = x->gang && x->gang_cnt > 0;
-    tt__token_spec s = {.pool = x->pool, .pool_gen = x->pool_gen, .budget = 1,
-                        .flags = TT__F_FORK_CHILD | TT__F_IN_TASK, .ledger = x->ledger,
-                        .owner = (x->flags & TT__F_IN_TASK) ? x->owner : pthread_self(),
-                        .gang = gang ? x->gang : NULL, .gang_off = gang ? x->gang_off : 0,
-                        .gang_cnt = gang ? x->gang_cnt : 0, .fork_fail = fail};
-    tt__token_mint(c, &s);
+    return (tt__token_spec){.pool = x->pool, .pool_gen = x->pool_gen, .budget = 1,
+                            .flags = TT__F_FORK_CHILD | TT__F_IN_TASK, .ledger = x->ledger,
+                            .owner = (x->flags & TT__F_IN_TASK) ? x->owner : pthread_self(),
+                            .gang = gang ? x->gang : NULL, .gang_off = gang ? x->gang_off : 0,
+                            .gang_cnt = gang ? x->gang_cnt : 0, .fork_fail = fail};
 }
 
 /* Whether a lean fork failed: its jobs and their children run on this
@@ -104,12 +99,8 @@ static inline bool lean_failed(_Atomic int *fail)
 static inline void lean_job(const tt__exec *x, tt_job_fn job, void *arg, unsigned i,
                             tt_exec *child, _Atomic int *fail)
 {
-    tt__exec *c = tt__x(child);
-    lean_child(c, x, fail);
-    tt__ledger_enter(x->ledger);
-    job(arg, i, child);
-    tt__ledger_leave(x->ledger);
-    atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+    tt__token_spec s = lean_child(x, fail);
+    tt__job_run(child, &s, job, arg, i);
 }
 
 /* The jobs as one isolated share (tt__share_run), each after the first

@@ -86,16 +86,11 @@ typedef struct quick_part {
 static void quick_job(const quick_line *l, unsigned j, uint32_t cnt)
 {
     tt_exec child;
-    tt__exec *c = tt__x(&child);
     tt__token_spec s = {.pool = l->pool, .pool_gen = l->pool_gen, .budget = 1,
                         .flags = TT__F_FORK_CHILD | TT__F_IN_TASK, .ledger = l->ledger,
                         .owner = pthread_self(), .gang = cnt ? identity_gang : NULL,
                         .gang_off = cnt ? j : 0, .gang_cnt = cnt, .fork_fail = l->u.fail};
-    tt__token_mint(c, &s);
-    tt__ledger_enter(l->ledger);
-    l->fn.job(l->arg, j, &child);
-    tt__ledger_leave(l->ledger);
-    atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+    tt__job_run(&child, &s, l->fn.job, l->arg, j);
 }
 
 static void quick_range(const quick_line *l, unsigned j)

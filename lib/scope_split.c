@@ -55,16 +55,11 @@ static void lead_group(tt__ctl *sub, split_cmd *sc, unsigned g)
 static void fork_group_job(tt__ctl *sub, split_cmd *sc, unsigned i)
 {
     tt_exec child;
-    tt__exec *x = tt__x(&child);
     tt__token_spec spec = {.pool = sub->pool, .pool_gen = sub->pool_gen,
                            .budget = sub->size, .flags = sc->child_flags,
                            .ledger = sub->ledger, .team = sub,
                            .owner = pthread_self(), .fork_fail = sc->fail};
-    tt__token_mint(x, &spec);
-    tt__ledger_enter(sub->ledger);
-    sc->job(sc->arg, i, &child);
-    tt__ledger_leave(sub->ledger);
-    atomic_store_explicit(&x->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+    tt__job_run(&child, &spec, sc->job, sc->arg, i);
 }
 
 /* A group of a scope fork: group g starts with job g, then, with more jobs

@@ -100,6 +100,23 @@ static inline void tt__token_mint(tt__exec *x, const tt__token_spec *s)
     atomic_store_explicit(&x->busy, 0, memory_order_relaxed);
     atomic_store_explicit(&x->magic, TT__MAGIC_LIVE, memory_order_release);
 }
+/* Run job `i` of a fork with its child token: minted from s in `child`
+ * (the caller's frame, so that a lean fork's recursion stacks one token a
+ * level), the job counted in the ledger while it runs, and the child
+ * finished after it (an entry on a child that outlived its job is
+ * refused). Every fork runs its jobs through this: the general path's
+ * tasks, the lean and the quick roots, a scope fork's groups. */
+static inline void tt__job_run(tt_exec *child, const tt__token_spec *s, tt_job_fn job, void *arg,
+                               unsigned i)
+{
+    tt__exec *c = (tt__exec *)(void *)child;
+    tt__token_mint(c, s);
+    tt__ledger_enter(s->ledger);
+    job(arg, i, child);
+    tt__ledger_leave(s->ledger);
+    atomic_store_explicit(&c->magic, TT__MAGIC_FINISHED, memory_order_relaxed);
+}
+
 /* Leave x an invalid token: every entry on it returns TT_EINVAL. */
 void tt__token_mint_invalid(tt__exec *x);
 /* The state of one token (not its chain): TT_OK when a live original,
