@@ -188,7 +188,11 @@ void tt__ctl_issue(tt__ctl *c, int kind, uint32_t pending)
     uint32_t last = atomic_load_explicit(&c->join.word, memory_order_relaxed);
     TT__INVARIANT((last & ~TT__JOIN_SLEEPING) == 0,
                   "scope: a command issued while the last one's join is pending");
-    TT__INVARIANT(pending < c->size && (kind == CMD_END || c->width <= c->size),
+    /* Only a section and a split have a width (the body's, set before this
+     * call); an end or a leave carries 0, not the width of whatever command
+     * came before it, which in a kept block may be the last scope's. */
+    unsigned width = kind == CMD_SECTION || kind == CMD_SPLIT ? c->width : 0;
+    TT__INVARIANT(pending < c->size && width <= c->size,
                   "scope: a command for more participants than the block has");
     /* The join's line was last written by the member that reported: a
      * store of the value it holds would take the line back from that
@@ -199,7 +203,7 @@ void tt__ctl_issue(tt__ctl *c, int kind, uint32_t pending)
     /* Relaxed: the seq_cst store of the generation in tt__event_post
      * releases the header and the body to the participants' acquire. */
     atomic_store_explicit(&c->cmd,
-                          (uint64_t)g << 32 | (uint64_t)kind << 24 | (c->width & 0xffffffu),
+                          (uint64_t)g << 32 | (uint64_t)kind << 24 | (width & 0xffffffu),
                           memory_order_relaxed);
     atomic_store_explicit(&c->lead_cpu, scope_cpu(), memory_order_relaxed);
     /* Sleeping members: the join that follows waits at least their wake-up,

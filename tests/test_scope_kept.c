@@ -134,16 +134,24 @@ static void one_scope(tt_pool *p, unsigned budget, const plan *pl, th_live *live
              atomic_load(&r.parts));
 }
 
-START_TEST(kept_random_sequences)
+/* The scope's end takes one of two forms (scope_entries.c,
+ * scope_participate): a leave command, where the region's end barrier is
+ * the last join (the caller-first order, and every scope under a spin
+ * budget of 0), or an end command whose join the leader waits for. The
+ * thread-count hook picks the order: 1 thread, the caller-first order
+ * (libgomp's last arriver always wakes); 1000, a throttled process's. */
+static void random_sequences(uint64_t spin, uint32_t threads)
 {
+    uint32_t prev = tt__test_threads_hook(threads);
     for (unsigned w = 2; w <= MAXW; w++) {
-        tt_pool *p = th_make_pool(w);
+        tt_pool *p = th_make_pool_spin(w, spin, 0);
         unsigned width = tt_pool_width(p);
-        uint64_t rng = th_seed_child(0x5c09e, w);
-        unsigned n = th_iters(2000);
+        uint64_t rng = th_seed_child(0x5c09e + spin + threads, w);
+        unsigned n = th_iters(spin ? 2000 : 400);
         for (unsigned i = 0; i < n && th_failures() == 0; i++) {
             /* Mostly the pool's width (the region's whole team); some
-             * narrower budgets (the same crew, other block sizes). */
+             * narrower budgets (the same crew, other block sizes, after
+             * wider sections than they have participants). */
             unsigned budget = th_rng_below(&rng, 4) ? width : 1 + th_rng_below(&rng, width);
             plan pl = draw(&rng, budget);
             one_scope(p, budget, &pl, NULL);
@@ -151,6 +159,24 @@ START_TEST(kept_random_sequences)
         th_free_pool(p);
         th_assert_no_failures();
     }
+    tt__test_threads_hook(prev);
+}
+
+START_TEST(kept_random_sequences_leave)
+{
+    random_sequences(th_test_spin_polls(), 1);
+}
+END_TEST
+
+START_TEST(kept_random_sequences_end_join)
+{
+    random_sequences(th_test_spin_polls(), 1000);
+}
+END_TEST
+
+START_TEST(kept_random_sequences_passive)
+{
+    random_sequences(0, 0);
 }
 END_TEST
 
@@ -319,7 +345,9 @@ static Suite *kept_suite(void)
 {
     Suite *s = suite_create("scope_kept");
     TCase *tc = th_tcase(s, "kept", 240);
-    tcase_add_test(tc, kept_random_sequences);
+    tcase_add_test(tc, kept_random_sequences_leave);
+    tcase_add_test(tc, kept_random_sequences_end_join);
+    tcase_add_test(tc, kept_random_sequences_passive);
     tcase_add_test(tc, kept_across_threads);
     tcase_add_test(tc, quick_scope_shapes);
 #if TT_PARALLEL_ENABLED
