@@ -1938,6 +1938,10 @@ static TT_TEST_UNUSED int lc_child_exit_member(void *arg)
     return rc == TT_OK ? 3 : 4;
 }
 
+/* Whether the process's OpenMP runtime is LLVM libomp (make
+ * check-libomp-app preloads it under the GCC build). */
+static bool lc_runtime_is_libomp(void) { return dlsym(RTLD_DEFAULT, "__kmpc_fork_call") != NULL; }
+
 START_TEST(lc_exit_from_member)
 {
 #if TT_PARALLEL_ENABLED
@@ -1946,7 +1950,25 @@ START_TEST(lc_exit_from_member)
         char msg[96];
         snprintf(msg, sizeof msg, "exit() from a member in a %s (%s pool)", what[v / 2],
                  v % 2 ? "dedicated" : "default");
-        lc_assert_status(LC_ISOLATED(lc_child_exit_member, v, 15), 7, msg);
+        int st = LC_ISOLATED(lc_child_exit_member, v, 15);
+        /* LLVM libomp (14) tears itself down in an atexit handler while the
+         * process's other threads still run; one of them that calls into
+         * it then, here the root's caller in the runtime's own barrier,
+         * can re-enter its initialisation, whose assertion aborts the
+         * process ("Assertion failure at kmp_runtime.cpp(7163):
+         * __kmp_all_nth == 0"): once in several hundred children of
+         * make check-libomp-app. That abort is libomp's, and would be the
+         * same in raw OpenMP code whose worker calls exit(). So a child
+         * that died of SIGABRT there runs again, twice at most; one of the
+         * three must exit with the member's status. libgomp has no such
+         * handler, and its runs get one try. */
+        for (int retry = 0; retry < 2 && lc_runtime_is_libomp() && st >= 0 &&
+                            WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
+             retry++) {
+            fprintf(stderr, "%s: SIGABRT on libomp (its atexit teardown): run again\n", msg);
+            st = LC_ISOLATED(lc_child_exit_member, v, 15);
+        }
+        lc_assert_status(st, 7, msg);
     }
 #endif
 }
