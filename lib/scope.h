@@ -99,6 +99,18 @@ typedef struct tt__part_work {
  * their parent's, and a persistent team's is the generation it was built
  * at. Inline, so that its stores fold into the caller's frame (every scope
  * sets one up). */
+/* The policy of a block of `size` participants: the scope's, throttled
+ * where more participants are awake than the process has CPUs (a scope
+ * then spins little, as libgomp does when it manages more threads than
+ * CPUs). */
+static inline tt__wait_policy tt__ctl_pol(const tt__wait_policy *pol, unsigned size)
+{
+    tt__wait_policy p = *pol;
+    if (size > tt__cpu_count_cached())
+        p.throttled = true;
+    return p;
+}
+
 static inline void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew,
                                 unsigned size, const uint32_t *members,
                                 const tt__wait_policy *pol, void *ledger)
@@ -108,11 +120,7 @@ static inline void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt
     c->crew = crew;
     c->size = size;
     c->members = members;
-    c->pol = *pol;
-    /* A scope with more awake participants than CPUs spins little, as
-     * libgomp does when it manages more threads than CPUs. */
-    if (size > tt__cpu_count_cached())
-        c->pol.throttled = true;
+    c->pol = tt__ctl_pol(pol, size);
     c->ledger = ledger;
     c->leader = pthread_self();
     c->pool_gen = pool_gen;
@@ -153,20 +161,16 @@ static inline tt__ctl_kept *tt__ctl_keep(tt__crew *crew, tt_pool *pool, uint32_t
 {
     tt__ctl_kept *k = crew->scope_block;
     if (!k) {
-        void *mem = NULL;
-        if (tt__memalign(&mem, TT__CACHELINE, sizeof *k) != 0)
+        k = tt__calloc_lines(1, sizeof *k); /* its fail word starts at 0 */
+        if (!k)
             return NULL;
-        k = mem;
         tt__ctl_init(&k->c, pool, pool_gen, crew, size, NULL, pol, ledger);
-        atomic_store_explicit(&k->fail, 0, memory_order_relaxed);
         k->c.fail = &k->fail;
         crew->scope_block = k;
         return k;
     }
     tt__ctl *c = &k->c;
-    tt__wait_policy p = *pol;
-    if (size > tt__cpu_count_cached())
-        p.throttled = true;
+    tt__wait_policy p = tt__ctl_pol(pol, size);
     TT__CTL_KEEP(c, pool, pool);
     TT__CTL_KEEP(c, crew, crew);
     TT__CTL_KEEP(c, size, size);

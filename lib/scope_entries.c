@@ -379,8 +379,9 @@ int tt__test_last_scope_quick(void) { return last_scope_quick; }
 static int scope_quick(tt__exec *x, tt__entry_quick *q, const tt_team_opts *opts, tt_scope_fn fn,
                        void *arg)
 {
+    /* The pool's width is the budget: the settings' throttle (a pool wider
+     * than the CPUs) covers the block's. */
     scope_settings s = scope_settings_of(x->pool, opts);
-    s.pol.throttled = s.pol.throttled || x->budget > tt__cpu_count_cached();
     _Atomic int fail = 0;
     bool ran = scope_on_region(x, q->crew, &s, &fail, fn, arg);
     tt__entry_quick_end(q, ran);
