@@ -1938,10 +1938,6 @@ static TT_TEST_UNUSED int lc_child_exit_member(void *arg)
     return rc == TT_OK ? 3 : 4;
 }
 
-/* Whether the process's OpenMP runtime is LLVM libomp (make
- * check-libomp-app preloads it under the GCC build). */
-static bool lc_runtime_is_libomp(void) { return dlsym(RTLD_DEFAULT, "__kmpc_fork_call") != NULL; }
-
 START_TEST(lc_exit_from_member)
 {
 #if TT_PARALLEL_ENABLED
@@ -1962,7 +1958,7 @@ START_TEST(lc_exit_from_member)
          * that died of SIGABRT there runs again, twice at most; one of the
          * three must exit with the member's status. libgomp has no such
          * handler, and its runs get one try. */
-        for (int retry = 0; retry < 2 && lc_runtime_is_libomp() && st >= 0 &&
+        for (int retry = 0; retry < 2 && th_runtime_is_libomp() && st >= 0 &&
                             WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
              retry++) {
             fprintf(stderr, "%s: SIGABRT on libomp (its atexit teardown): run again\n", msg);

@@ -1098,8 +1098,6 @@ static uint64_t counter_read(int fd)
     return n;
 }
 
-static bool runtime_is_libomp(void) { return dlsym(RTLD_DEFAULT, "__kmpc_fork_call") != NULL; }
-
 /* The caller's system calls in l->roots roots, with what the pool counted
  * late meanwhile: the best of 3 runs, judged by the calls beyond those a
  * late root excuses (one whose member ran out of its wait, the caller
@@ -1165,7 +1163,7 @@ static void caller_calls_check(const char *what, uint64_t calls, unsigned roots,
 
 START_TEST(test_caller_not_last_at_region_end)
 {
-    if (th_test_quick() || runtime_is_libomp() || th_affinity_cpus() < 2)
+    if (th_test_quick() || th_runtime_is_libomp() || th_affinity_cpus() < 2)
         return; /* timing under valgrind; libomp's barrier wakes only sleepers */
     int fd = own_syscall_counter();
     if (fd < 0) {
@@ -1283,7 +1281,7 @@ START_TEST(test_members_wait_for_caller_only_where_it_pays)
     uint64_t late = lead_late_of(roots, UINT64_MAX, false, &budget, &overlapped, 10000);
     /* LLVM libomp's barrier wakes only sleepers; a budget of 0 comes from
      * OMP_WAIT_POLICY=passive in the environment. */
-    if (runtime_is_libomp() || budget == 0)
+    if (th_runtime_is_libomp() || budget == 0)
         ck_assert_uint_eq(late, 0);
     else if (!th_test_quick() && overlapped >= 8)
         ck_assert_msg(late >= overlapped / 4, "%llu of %u roots late (%u ran at once)",
@@ -1345,7 +1343,7 @@ START_TEST(test_scope_end_is_the_callers_done)
     uint64_t joins = scope_end_joins_of(scopes, UINT64_MAX, false, &budget);
     if (budget == 0)
         ck_assert_uint_eq(joins, 0); /* OMP_WAIT_POLICY=passive in the environment */
-    else if (runtime_is_libomp())
+    else if (th_runtime_is_libomp())
         ck_assert_uint_eq(joins, scopes); /* no caller-first order there */
     else
         ck_assert_uint_eq(joins, 0);

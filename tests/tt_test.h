@@ -43,6 +43,7 @@
 #include <threadteam.h>
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -67,6 +68,14 @@
 /* ------------------------------------------------------------------------ */
 /* Build configuration                                                       */
 /* ------------------------------------------------------------------------ */
+
+/* Whether the process's OpenMP runtime is LLVM libomp (make
+ * check-libomp-app preloads it under the GCC build): its entry point is
+ * there. */
+static inline bool th_runtime_is_libomp(void)
+{
+    return dlsym(RTLD_DEFAULT, "__kmpc_fork_call") != NULL;
+}
 
 /* The width a pool asked for `w` threads gets in this build. */
 static inline unsigned th_expect_width(unsigned w)
