@@ -35,6 +35,11 @@
  *   reduce:      identity, body(size_t begin, size_t end, T& acc),
  *                combine(T& into, const T& from) -> T
  *   reduce_sum:  body(size_t begin, size_t end) -> double
+ * A callable is called as the caller's object would be: through that object,
+ * or, where it is small, trivially copyable and has one call operator that
+ * is const (a lambda capturing by reference), through a copy the entry
+ * carries in a cache line of its own. A mutable or generic lambda, or a
+ * functor with a non-const overload, is always called through the object.
  * The reductions are tt_reduce_ranges / tt_reduce_sum_d /
  * tt_reduce_minloc_d / tt_reduce_maxloc_d underneath: the same blocks and
  * the same tree, so the same bits for every budget, width and run as the C
@@ -210,14 +215,30 @@ template <class Fn> inline void guarded(carrier &c, Fn &&fn) noexcept
 
 template <class> inline constexpr bool always_false = false;
 
+/* Whether a member function pointer type is const-qualified. */
+template <class M> struct const_member : std::false_type {};
+template <class R, class C, class... A> struct const_member<R (C::*)(A...) const> : std::true_type {};
+template <class R, class C, class... A> struct const_member<R (C::*)(A...) const noexcept> : std::true_type {};
+
+/* F has exactly one call operator, a const one, not a template: a lambda
+ * without `mutable` and not generic, or such a functor. A copy called as
+ * const then runs the very operator the caller's object runs; a functor
+ * with a non-const overload beside a const one keeps its non-const one
+ * because it is reached through a pointer. */
+template <class F, class = void> struct one_const_call : std::false_type {};
+template <class F>
+struct one_const_call<F, std::void_t<decltype(&F::operator())>> : const_member<decltype(&F::operator())> {};
+
+template <class F> inline constexpr bool copyable_callable =
+    std::is_trivially_copyable_v<F> && sizeof(F) <= 32 && one_const_call<F>::value;
+
 /* The callable an entry's context carries to the threads that run it: a
- * copy, where the callable is small, trivially copyable and callable as
- * const (a lambda capturing by reference), so that a participant finds it
- * in the context's own cache line instead of fetching one more line from
- * the caller's stack; else a pointer to the caller's object. */
+ * copy, where the callable is small, trivially copyable and has one call
+ * operator, const (a lambda capturing by reference), so that a participant
+ * finds it in the context's own cache line instead of fetching one more
+ * line from the caller's stack; else a pointer to the caller's object. */
 template <class F, class... A>
-inline constexpr bool held_by_copy =
-    std::is_trivially_copyable_v<F> && sizeof(F) <= 32 && std::is_invocable_v<const F &, A...>;
+inline constexpr bool held_by_copy = copyable_callable<F> && std::is_invocable_v<const F &, A...>;
 
 template <class F, bool Copy> struct held_fn {
     F *p;
@@ -563,37 +584,54 @@ class exec {
         owned_ = false;
     }
 
-    /* Call a job: with an rvalue child, or an lvalue one, or no child. */
-    template <class F> static void call_job(F &f, unsigned i, exec &child)
+    /* Which form a job takes: 1 an rvalue child, 2 an lvalue one, 3 no
+     * child, 0 none of them. G is F or const F. */
+    template <class G>
+    static constexpr int job_form = std::is_invocable_v<G &, unsigned, exec &&> ? 1
+                                    : std::is_invocable_v<G &, unsigned, exec &> ? 2
+                                    : std::is_invocable_v<G &, unsigned>         ? 3
+                                                                                 : 0;
+
+    /* Call a job: with an rvalue child, or an lvalue one, or no child. G is
+     * const where the job's context holds a copy of the callable. */
+    template <class G> static void call_job(G &f, unsigned i, exec &child)
     {
-        if constexpr (std::is_invocable_v<F &, unsigned, exec &&>)
+        if constexpr (job_form<G> == 1)
             f(i, std::move(child));
-        else if constexpr (std::is_invocable_v<F &, unsigned, exec &>)
+        else if constexpr (job_form<G> == 2)
             f(i, child);
-        else if constexpr (std::is_invocable_v<F &, unsigned>)
+        else if constexpr (job_form<G> == 3)
             f(i);
         else
-            static_assert(detail::always_false<F>,
+            static_assert(detail::always_false<G>,
                           "a fork job is f(unsigned i, tt::exec&& child), f(unsigned, tt::exec&) or f(unsigned)");
     }
 
-    template <class F> struct job_ctx {
-        F *f;
+    /* A job's callable travels as a copy in its context's line where
+     * detail::held_fn would copy it (its one call operator is const). */
+    template <class F>
+    static constexpr bool job_by_copy = detail::copyable_callable<F> && job_form<const F> != 0;
+
+    /* One cache line: the callable (or a pointer to it) and the carrier,
+     * the only fields a job's thread reads (see detail::held_fn). */
+    template <class F> struct alignas(64) job_ctx {
+        detail::held_fn<F, job_by_copy<F>> f;
         detail::carrier c;
+        explicit job_ctx(F &fn) noexcept : f(fn) {}
         static void job(void *a, unsigned i, tt_exec *child) noexcept
         {
             job_ctx *x = static_cast<job_ctx *>(a);
             exec ch(borrow_tag{}, child);
             if (x->c.failed())
                 return; /* a job started after a throw: skipped */
-            detail::guarded(x->c, [&] { call_job(*x->f, i, ch); },
+            detail::guarded(x->c, [&] { call_job(x->f.get(), i, ch); },
                             [&](int code) noexcept { (void)tt_fork_fail(child, code); });
         }
     };
 
     template <class F> int fork_impl(unsigned jobs, F &f)
     {
-        job_ctx<F> x{&f, {}};
+        job_ctx<F> x(f);
         int rc = tt_fork(p_, jobs, &job_ctx<F>::job, &x);
         x.c.rethrow();
         return rc;
@@ -976,41 +1014,43 @@ class scope {
         return rc;
     }
 
-    template <class F> struct split_ctx {
-        F *f;
+    template <class F> struct alignas(64) split_ctx {
+        detail::held_fn<F, detail::held_by_copy<F, unsigned, scope &>> f;
         detail::carrier *c;
+        split_ctx(F &fn, detail::carrier *cr) noexcept : f(fn), c(cr) {}
         static void call(void *a, unsigned part, tt_scope *sub) noexcept
         {
             split_ctx *x = static_cast<split_ctx *>(a);
             scope s(sub, x->c);
             static_assert(std::is_invocable_v<F &, unsigned, scope &>,
                           "a split part is f(unsigned part, tt::scope& sub)");
-            detail::guarded(*x->c, [&] { (*x->f)(part, s); },
+            detail::guarded(*x->c, [&] { x->f.get()(part, s); },
                             [&](int code) noexcept { (void)tt_scope_fail(sub, code); });
         }
     };
     template <class F> int split_impl(unsigned parts, F &f)
     {
-        split_ctx<F> x{&f, c_};
+        split_ctx<F> x(f, c_);
         return tt_scope_split(s_, parts, &split_ctx<F>::call, &x);
     }
 
-    template <class F> struct job_ctx {
-        F *f;
+    template <class F> struct alignas(64) job_ctx {
+        detail::held_fn<F, exec::job_by_copy<F>> f;
         detail::carrier c; /* this fork's own: its first throw */
+        explicit job_ctx(F &fn) noexcept : f(fn) {}
         static void job(void *a, unsigned i, tt_exec *child) noexcept
         {
             job_ctx *x = static_cast<job_ctx *>(a);
             exec ch(exec::borrow_tag{}, child);
             if (x->c.failed())
                 return;
-            detail::guarded(x->c, [&] { exec::call_job(*x->f, i, ch); },
+            detail::guarded(x->c, [&] { exec::call_job(x->f.get(), i, ch); },
                             [&](int code) noexcept { (void)tt_fork_fail(child, code); });
         }
     };
     template <class F> int fork_impl(unsigned jobs, F &f)
     {
-        job_ctx<F> x{&f, {}};
+        job_ctx<F> x(f);
         int rc = tt_scope_fork(s_, jobs, &job_ctx<F>::job, &x);
         if (x.c.failed()) {
             /* The scope fails as it would had a section thrown; the

@@ -173,6 +173,92 @@ struct level {
     unsigned budget;
 };
 
+/* A fork job and a split part take the form their callable declares,
+ * whether the front carries the callable as a copy in its context (small,
+ * trivially copyable, the same form when called as const) or through a
+ * pointer (a mutable lambda, a large capture, a form only a non-const
+ * overload has). */
+struct job_forms {
+    std::atomic<unsigned> *rvalue, *as_const;
+    void operator()(unsigned, tt::exec &&) { rvalue->fetch_add(1); }
+    void operator()(unsigned) const { as_const->fetch_add(1); }
+};
+
+/* A body with a non-const call operator beside a const one: the entry
+ * calls the non-const one, as a call through the caller's object would. */
+struct overloaded_body {
+    std::atomic<unsigned> *mine, *as_const;
+    void operator()(std::size_t, std::size_t) { mine->fetch_add(1); }
+    void operator()(std::size_t, std::size_t) const { as_const->fetch_add(1); }
+    void operator()(tt::section &) { mine->fetch_add(1); }
+    void operator()(tt::section &) const { as_const->fetch_add(1); }
+};
+struct overloaded_sum {
+    std::atomic<unsigned> *mine;
+    double operator()(std::size_t b, std::size_t e)
+    {
+        mine->fetch_add(1);
+        return double(e - b);
+    }
+    double operator()(std::size_t, std::size_t) const { return -1.0; }
+};
+
+TT_CASE(fork_and_split_call_the_form_the_callable_declares)
+{
+    {
+        tt::pool pool = tt_test::make_pool(2);
+        std::atomic<unsigned> mine{0}, cn{0};
+        overloaded_body ob{&mine, &cn};
+        pool.token(2).for_ranges(1000, 1, ob);
+        TT_EXPECT(mine >= 1 && cn == 0);
+        unsigned before = mine;
+        pool.token(2).team_scope([&](tt::scope &sc) { sc.run(ob); });
+        TT_EXPECT(mine > before && cn == 0);
+        overloaded_sum os{&mine};
+        TT_EXPECT(pool.token(2).reduce_sum(1000, 100, os) == 1000.0);
+    }
+    tt::pool pool = tt_test::make_pool(2);
+    for (int rep = 0; rep < 50; rep++) {
+        std::atomic<unsigned> rv{0}, cn{0};
+        job_forms jf{&rv, &cn};
+        std::move(pool.token(2)).fork(5, jf);
+        TT_EXPECT(rv == 5 && cn == 0);
+        const job_forms cjf{&rv, &cn};
+        std::move(pool.token(2)).fork(3, cjf); /* a const callable: only (unsigned) */
+        TT_EXPECT(rv == 5 && cn == 3);
+
+        /* A mutable lambda: each job sees the one object the caller passed. */
+        std::atomic<unsigned> seen{0};
+        auto counted = [&seen, calls = 0u](unsigned) mutable {
+            calls++; /* the object's own state, written by one job at a time below */
+            seen.fetch_add(1);
+        };
+        std::move(pool.token(1)).fork(4, counted);
+        TT_EXPECT(seen == 4);
+
+        /* A capture larger than a copy's room, by value. */
+        double big[8];
+        for (int i = 0; i < 8; i++)
+            big[i] = i + rep;
+        std::atomic<long> sum{0};
+        std::move(pool.token(2)).fork(8, [big, &sum](unsigned i, tt::exec &) { sum += long(big[i]); });
+        TT_EXPECT(sum == 28 + 8 * rep);
+
+        /* An lvalue child, a small by-reference capture: jobs run with their child. */
+        std::atomic<unsigned> budgets{0};
+        std::move(pool.token(2)).fork(2, [&](unsigned, tt::exec &child) { budgets += child.budget(); });
+        TT_EXPECT(budgets == 2);
+
+        /* Split parts through a copied and through a pointer-held callable. */
+        std::atomic<unsigned> parts{0}, wide{0};
+        pool.token(2).team_scope([&](tt::scope &sc) {
+            sc.split(2, [&](unsigned, tt::scope &) { parts++; });
+            sc.split(2, [big, rep, &wide](unsigned p, tt::scope &) { wide += unsigned(big[p]) - unsigned(rep); });
+        });
+        TT_EXPECT(parts == 2 && wide == 1);
+    }
+}
+
 /* A random tree of forks and ranges under `ex`; every leaf counts itself
  * live in the counter of every token above it and checks each against
  * that token's budget. */
