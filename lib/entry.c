@@ -96,7 +96,7 @@ void tt__entry_lean_end(tt__exec *x, unsigned saved)
 }
 
 /* The quick frame (entry.h, tt__entry_quick_begin). */
-int tt__entry_quick_begin(tt__entry_quick *h, tt__exec *x, unsigned n, int *rc)
+int tt__entry_quick_begin(tt__entry_quick *h, tt__exec *x, unsigned n, bool crew, int *rc)
 {
     tt_pool *p = x->pool;
     /* A plain root token (no reborrow, no team, no task, no lead role), a
@@ -122,8 +122,8 @@ int tt__entry_quick_begin(tt__entry_quick *h, tt__exec *x, unsigned n, int *rc)
         return 0;
     }
     tt__ledger_install(p);
-    h->crew = tt__region_crew_get(p);
-    if (!h->crew) {
+    h->crew = crew ? tt__region_crew_get(p) : NULL;
+    if (crew && !h->crew) {
         tt__gang_give_word(p, h->slots);
         (void)tt__entry_abort(&h->fr, TT_OK);
         return 0;
@@ -141,7 +141,8 @@ int tt__entry_quick_begin(tt__entry_quick *h, tt__exec *x, unsigned n, int *rc)
 void tt__entry_quick_end(tt__entry_quick *h, bool ran)
 {
     tt_pool *p = h->fr.x->pool;
-    tt__region_crew_put(p, h->crew);
+    if (h->crew)
+        tt__region_crew_put(p, h->crew);
     tt__gang_give_word(p, h->slots);
     tt__entry_end(&h->fr, ran);
 }

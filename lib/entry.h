@@ -54,23 +54,26 @@ void tt__entry_lean_end(tt__exec *x, unsigned saved);
  * says why such a root has a path of its own). Its slots are a mask of the
  * pool's one slot word (slots 0..n-1 of the region's threads once they
  * run), taken without jumping a queue and counted as an install in ledger
- * builds; its crew is a region crew. tt__entry_quick_begin takes them for
- * a root of n participants on x's pool and consumes the token: 1 taken
+ * builds; its crew is a region crew, taken where `crew` asks for one (a
+ * tt_external's callee opens its own region: none). tt__entry_quick_begin
+ * takes them for a root of n participants on x's pool and consumes the
+ * token: 1 taken
  * (run the root, then tt__entry_quick_end, with `ran` false where nothing
  * ran and the refusal consumes nothing); 0 nothing taken, for a token that
  * is not a plain root, a pool wider than TT__QUICK_MAX or with anyone
  * queued for slots, a thread that holds or leads anything of the pool or
  * is inside a region, a tt_external running on the pool, slots taken now:
  * the general path runs; -1 refused by the claim or the consume, with the
- * code in *rc, nothing taken. The quick root (exec_root.c) and the team
- * scope's root on the caller's team (scope_entries.c) take it. */
+ * code in *rc, nothing taken. The quick root (exec_root.c), the team
+ * scope's root on the caller's team (scope_entries.c) and a full-width
+ * tt_external (exec_entries.c) take it. */
 #define TT__QUICK_MAX 64
 typedef struct tt__entry_quick {
     tt__entry fr;
     uint64_t slots;
     tt__crew *crew;
 } tt__entry_quick;
-int tt__entry_quick_begin(tt__entry_quick *h, tt__exec *x, unsigned n, int *rc);
+int tt__entry_quick_begin(tt__entry_quick *h, tt__exec *x, unsigned n, bool crew, int *rc);
 void tt__entry_quick_end(tt__entry_quick *h, bool ran);
 
 int tt__entry_begin(tt__entry *e, tt__exec *x);

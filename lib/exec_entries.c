@@ -534,7 +534,23 @@ static int ext_member_root(tt__entry *fr, ext_entry *e, tt__placement *pl, unsig
     return TT_OK;
 }
 
+/* Whether this thread's last tt_external took the quick frame (a test hook
+ * reads it; stored when the call returns, after any nested in its callee). */
+static TT__TLS_HOT bool last_external_quick;
+
+int tt__test_last_external_quick(void) { return last_external_quick; }
+
+static int external(tt_exec *ex, tt_external_fn fn, void *arg, bool *quick);
+
 int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
+{
+    bool quick = false;
+    int rc = external(ex, fn, arg, &quick);
+    last_external_quick = quick;
+    return rc;
+}
+
+static int external(tt_exec *ex, tt_external_fn fn, void *arg, bool *quick)
 {
     tt__exec *x = ex ? tt__x(ex) : NULL;
     int rc = tt__exec_check(x);
@@ -548,6 +564,20 @@ int tt_external(tt_exec *ex, tt_external_fn fn, void *arg)
     ext_entry e = {.e = {.body = ext_body, .pool = x->pool, .pool_gen = x->pool_gen, .sleepy = true,
                          .ledger = x->ledger},
                    .fn = fn, .arg = arg, .width = width};
+    /* A plain thread's full-width root (ext_top's case) where nothing asks
+     * for the general path: the quick frame (entry.h), without a crew. */
+    if (width >= 2 && x->pool && width == x->pool->width) {
+        tt__entry_quick q;
+        int took = tt__entry_quick_begin(&q, x, width, false, &rc);
+        if (took < 0)
+            return rc;
+        if (took > 0) {
+            *quick = true;
+            ext_call(&e, width, true);
+            tt__entry_quick_end(&q, true);
+            return TT_OK;
+        }
+    }
     tt__entry fr;
     rc = tt__entry_begin(&fr, x);
     if (rc)

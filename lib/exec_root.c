@@ -183,7 +183,7 @@ static bool root_quick(tt__exec *x, const tt__quick *q, int *rc)
 {
     tt_pool *p = x->pool;
     tt__entry_quick h;
-    int took = tt__entry_quick_begin(&h, x, q->n, rc);
+    int took = tt__entry_quick_begin(&h, x, q->n, true, rc);
     if (took <= 0)
         return took < 0;
     tt__crew *crew = h.crew;

@@ -405,7 +405,7 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
     last_scope_quick = false;
     if (x->pool && x->budget == x->pool->width) {
         tt__entry_quick q;
-        int took = tt__entry_quick_begin(&q, x, x->budget, &rc);
+        int took = tt__entry_quick_begin(&q, x, x->budget, true, &rc);
         if (took < 0)
             return rc;
         if (took > 0) {

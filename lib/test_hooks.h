@@ -39,6 +39,9 @@ int tt__test_last_root_quick(void);
 /* Whether this thread's last tt_team_scope (past its checks, not inline)
  * took the quick frame (scope_entries.c). */
 int tt__test_last_scope_quick(void);
+/* Whether this thread's last tt_external on a token of its pool's width
+ * (past its checks) took the quick frame (exec_entries.c). */
+int tt__test_last_external_quick(void);
 uint64_t tt__test_runnable_hook(bool on, long running, unsigned cpus);
 uint64_t tt__test_oversub_samples(void);
 uint64_t tt__test_spin_starving(uint64_t spin_polls, uint64_t *starving, uint64_t *preemptions,

@@ -14,6 +14,8 @@
 #endif
 #include "tt_test.h"
 
+#include "test_hooks.h"
+
 #if TT_PARALLEL_ENABLED
 #ifndef _OPENMP
 #error "test_external needs the OpenMP compiler flags in a parallel build"
@@ -575,6 +577,139 @@ static void ext_empty(void *arg, unsigned width)
 }
 #endif
 
+/* ------------------------------------------------------------------------ */
+/* The quick frame of a full-width external                                  */
+/* ------------------------------------------------------------------------ */
+/* A plain thread's tt_external at its pool's width takes the quick frame
+ * (the slots as a mask of the one slot word, no placement arrays; test hook
+ * tt__test_last_external_quick), and keeps every rule of the general path:
+ * the pool's slots are held while the callee runs (another thread's root
+ * waits), the callee's threads that call back into the pool are known as
+ * its own (they run without waiting), an external nested in the callee or
+ * made while the slots are taken takes the general path. */
+#if TT_PARALLEL_ENABLED
+typedef struct quick_ctx {
+    tt_pool *pool;
+    _Atomic int inner_quick; /* the nested external's hook, -1 none   */
+    _Atomic int callback_rc; /* the callee's own root from its thread */
+    _Atomic int region_rc;   /* roots from the callee's region        */
+    _Atomic int inner_rc;
+    _Atomic int jobs;
+} quick_ctx;
+
+static void quick_job(void *arg, unsigned i, tt_exec *child)
+{
+    (void)i;
+    (void)child;
+    quick_ctx *c = arg;
+    atomic_fetch_add(&c->jobs, 1);
+}
+
+static void quick_inner(void *arg, unsigned width)
+{
+    quick_ctx *c = arg;
+    if (width != 1)
+        atomic_store(&c->inner_rc, -100);
+    atomic_fetch_add(&c->jobs, 1);
+}
+
+static void ttomp_quick_region(quick_ctx *c, unsigned width)
+{
+#pragma omp parallel num_threads(width)
+    {
+        tt_exec ex;
+        int rc = tt_exec_init(&ex, c->pool, width);
+        if (rc == TT_OK)
+            rc = tt_fork(&ex, 2, quick_job, c);
+        if (rc != TT_OK)
+            atomic_store(&c->region_rc, rc);
+    }
+}
+
+static void quick_callee(void *arg, unsigned width)
+{
+    quick_ctx *c = arg;
+    /* The caller's own thread, outside any region: a root on the pool. */
+    tt_exec ex;
+    int rc = tt_exec_init(&ex, c->pool, width);
+    if (rc == TT_OK)
+        rc = tt_fork(&ex, 2, quick_job, c);
+    atomic_store(&c->callback_rc, rc);
+    /* A nested external: the callee's thread, one thread wide. */
+    rc = tt_exec_init(&ex, c->pool, width);
+    if (rc == TT_OK)
+        rc = tt_external(&ex, quick_inner, c);
+    if (rc != TT_OK)
+        atomic_store(&c->inner_rc, rc);
+    atomic_store(&c->inner_quick, tt__test_last_external_quick());
+    ttomp_quick_region(c, width);
+}
+
+static void *hold_pool(void *arg)
+{
+    reserve_ctx *c = arg;
+    tt_exec ex;
+    c->rc_other = tt_exec_init(&ex, c->pool, tt_pool_width(c->pool));
+    if (c->rc_other == TT_OK)
+        c->rc_other = tt_external(&ex, ext_hold, c);
+    return NULL;
+}
+#endif
+
+/* One width per loop index: under TSan, a callee's region thread made for
+ * an earlier pool reads the next pool's fields through libgomp's barriers,
+ * which TSan does not see; each index runs in a process of its own. */
+static const unsigned quick_widths[] = {2, 4};
+
+START_TEST(test_external_quick_frame)
+{
+#if TT_PARALLEL_ENABLED
+    {
+        tt_pool *pool = th_make_pool(quick_widths[_i]);
+        unsigned w = tt_pool_width(pool);
+        for (unsigned round = 0; round < th_iters(20); round++) {
+            quick_ctx c;
+            memset(&c, 0, sizeof c);
+            c.pool = pool;
+            atomic_store(&c.inner_quick, -1);
+            tt_exec ex;
+            ck_assert_int_eq(tt_exec_init(&ex, pool, w), TT_OK);
+            ck_assert_int_eq(tt_external(&ex, quick_callee, &c), TT_OK);
+            ck_assert_int_eq(tt__test_last_external_quick(), 1);
+            ck_assert_int_eq(atomic_load(&c.callback_rc), TT_OK);
+            ck_assert_int_eq(atomic_load(&c.inner_rc), TT_OK);
+            ck_assert_int_eq(atomic_load(&c.region_rc), TT_OK);
+            ck_assert_int_eq(atomic_load(&c.inner_quick), 0);
+            ck_assert_int_eq(atomic_load(&c.jobs), 2 + 1 + 2 * (int)w);
+            ck_assert_int_eq(tt_external(&ex, quick_callee, &c), TT_ECONSUMED);
+            /* Narrower: the general path. */
+            if (w > 2) {
+                ck_assert_int_eq(tt_exec_init(&ex, pool, w - 1), TT_OK);
+                ck_assert_int_eq(tt_external(&ex, ext_empty, NULL), TT_OK);
+                ck_assert_int_eq(tt__test_last_external_quick(), 0);
+            }
+        }
+        /* The slots taken by another thread's full-width external: this
+         * one waits on the general path, and the two never overlap. */
+        reserve_ctx rc;
+        memset(&rc, 0, sizeof rc);
+        rc.pool = pool;
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, hold_pool, &rc), 0);
+        ck_assert(th_flag_wait_ge(&rc.in_callback, 1, 20));
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, pool, w), TT_OK);
+        ck_assert_int_eq(tt_external(&ex, ext_empty, NULL), TT_OK);
+        ck_assert_int_eq(tt__test_last_external_quick(), 0);
+        ck_assert_int_eq(th_flag_get(&rc.in_callback), 2);
+        ck_assert(th_join_timeout(t, 30));
+        ck_assert_int_eq(rc.rc_other, TT_OK);
+        th_free_pool(pool);
+    }
+#endif
+}
+END_TEST
+
 START_TEST(test_external_overhead)
 {
 #if TT_PARALLEL_ENABLED
@@ -828,6 +963,7 @@ static Suite *external_suite(void)
     tcase_add_test(tc, test_external_reserves_width);
     tcase_add_test(tc, test_external_caps_application_nesting);
     tcase_add_test(tc, test_external_restores_pinned_mask);
+    tcase_add_loop_test(tc, test_external_quick_frame, 0, (int)TT_ARRAY_LEN(quick_widths));
     tc = th_tcase(s, "overhead", 120);
     tcase_add_test(tc, test_external_overhead);
     return s;
