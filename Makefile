@@ -179,7 +179,7 @@ endef
 # ---------------------------------------------------------------------------
 # Targets
 # ---------------------------------------------------------------------------
-.PHONY: all deps deps-consumers autogen configure-default check check-tsan check-asan check-valgrind \
+.PHONY: all deps deps-consumers autogen configure-default check check-tsan check-asan check-valgrind bench-wide-kit \
         check-clang check-libomp-app check-stress check-loaded flake-study bench bench-full bench-libomp bench-programs install uninstall dist distcheck \
         clean distclean help
 
@@ -412,6 +412,25 @@ bench: bench-programs
 bench-full:
 	$(MAKE) bench BENCH_FULL=1
 
+# The kit for a lent many-core machine (scripts/bench-wide.sh says what it
+# runs): the paths and roots programs of a build without OpenBLAS (so that
+# nothing but the C library and the libgomp beside them is needed there),
+# that libgomp, and the commit's name, in build-wide/ (ignored by git).
+# Run there as: sh scripts/bench-wide.sh --out "$$OUT" (carry build-wide).
+BUILD_WIDE ?= build-wide-src
+bench-wide-kit: autogen
+	$(call tt_configure,$(BUILD_WIDE),--without-openblas --disable-fortran --without-mpi $(CONFIGURE_FLAGS))
+	$(MAKE) -C $(BUILD_WIDE) -j$(JOBS)
+	$(MAKE) -C $(BUILD_WIDE)/bench -j$(JOBS) bench_paths bench_roots core_distance
+	rm -rf build-wide && mkdir -p build-wide/lib
+	cp $(BUILD_WIDE)/bench/bench_paths $(BUILD_WIDE)/bench/bench_roots $(BUILD_WIDE)/bench/core_distance build-wide/
+	@for l in `ldd build-wide/bench_paths build-wide/bench_roots | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u`; do \
+	  case `basename $$l` in libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*) ;; \
+	  *) cp -L "$$l" build-wide/lib/ ;; esac; \
+	done
+	@(git rev-parse --short HEAD 2>/dev/null || echo unknown) > build-wide/COMMIT
+	@echo "==> build-wide/: `ls build-wide build-wide/lib | tr '\n' ' '`(`du -sh build-wide | cut -f1`)"
+
 # The everyday paths (scripts/bench-paths.sh) with the application on LLVM
 # libomp: both sides, raw OpenMP and threadteam, run with libomp preloaded
 # under the GCC build's bench_paths (rows labelled libomp-preload), and,
@@ -558,6 +577,8 @@ help:
 	@echo "  make bench-libomp  the everyday paths with the application on LLVM libomp (raw libomp"
 	@echo "                     vs threadteam on libomp), PATHS_ROUNDS=5 rounds"
 	@echo "  make bench-programs  only build benchmarks and OpenMP baselines"
+	@echo "  make bench-wide-kit  the programs, libgomp and commit name for scripts/bench-wide.sh"
+	@echo "                     on a lent many-core machine, in build-wide/"
 	@echo "  make install       install (PREFIX=$(PREFIX), DESTDIR=...)"
 	@echo "  make uninstall     remove what make install installed"
 	@echo "  make deps-consumers  install gfortran, OpenBLAS (OpenMP), Open MPI, LIKWID"
