@@ -10,6 +10,9 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <stdexcept>
+#include <vector>
+#include <thread>
 
 using tt_test::live;
 
@@ -257,6 +260,114 @@ TT_CASE(fork_and_split_call_the_form_the_callable_declares)
         });
         TT_EXPECT(parts == 2 && wide == 1);
     }
+}
+
+/* The front keeps each entry's context in a line of the calling thread's
+ * own per nesting depth, written only where it differs from the last call
+ * (detail::ctx_lines): every call must still see its own callable. Calls
+ * whose lambdas differ only in the values they captured, entries of other
+ * types at the same depth, captureless lambdas, nests deeper than the
+ * lines, a call after a throw, and several threads at once. */
+static void kept_nest(tt::exec &&ex, unsigned depth, std::atomic<unsigned long> &leaves)
+{
+    if (depth == 0) {
+        leaves++;
+        return;
+    }
+    std::move(ex).fork(2, [depth, &leaves](unsigned i, tt::exec &&child) {
+        kept_nest(std::move(child), depth - 1, leaves);
+        if (i == 0)
+            leaves += depth * 1000; /* this level's own capture */
+    });
+}
+
+TT_CASE(kept_contexts_follow_each_call)
+{
+    tt::pool pool = tt_test::make_pool(2);
+    const std::size_t n = 1000;
+    /* Each entry alone, call after call: its line is renewed in place. */
+    for (unsigned i = 0; i < 50; i++) {
+        std::atomic<unsigned long> sum{0};
+        pool.token(2).for_ranges(n, 1, [&sum, i](std::size_t b, std::size_t e) { sum += i * (e - b); });
+        TT_EXPECT(sum == i * n);
+    }
+    for (unsigned i = 0; i < 50; i++) {
+        std::atomic<unsigned> jobs{0};
+        std::move(pool.token(2)).fork(2, [&jobs, i](unsigned k) { jobs += k + i; });
+        TT_EXPECT(jobs == 1 + 2 * i);
+    }
+    for (unsigned i = 0; i < 50; i++)
+        TT_EXPECT(pool.token(2).reduce_sum(n, 100, [i](std::size_t b, std::size_t e) {
+            return double(i) * double(e - b);
+        }) == double(i) * double(n));
+    for (unsigned i = 0; i < 50; i++) {
+        std::atomic<unsigned> sec{0};
+        pool.token(2).team_scope([&](tt::scope &sc) { sc.run([&sec, i](tt::section &x) { sec += x.rank() + i; }); });
+        TT_EXPECT(sec == (pool.width() == 2 ? 1u + 2 * i : i));
+    }
+    for (unsigned i = 0; i < 200; i++) {
+        /* The same lambda type, a new capture each call. */
+        std::atomic<unsigned long> sum{0};
+        pool.token(2).for_ranges(n, 1, [&sum, i](std::size_t b, std::size_t e) { sum += i * (e - b); });
+        TT_EXPECT(sum == i * n);
+        /* Another type at the same depth, then a captureless one. */
+        std::atomic<unsigned> jobs{0};
+        std::move(pool.token(2)).fork(3, [&jobs, i](unsigned k) { jobs += k + i; });
+        TT_EXPECT(jobs == 3 + 3 * i);
+        std::move(pool.token(2)).fork(2, [](unsigned) {});
+        double s = pool.token(2).reduce_sum(n, 100, [i](std::size_t b, std::size_t e) { return double(i) * double(e - b); });
+        TT_EXPECT(s == double(i) * double(n));
+        std::atomic<unsigned> sec{0};
+        pool.token(2).team_scope([&](tt::scope &sc) {
+            sc.run([&sec, i](tt::section &x) { sec += x.rank() + i; });
+            sc.fork(2, [&sec, i](unsigned k) { sec += 10 * (k + i); });
+        });
+        TT_EXPECT(sec == (pool.width() == 2 ? 1u + 2 * i : i) + 10 * (1 + 2 * i));
+    }
+    /* Deeper than the four lines of a thread: every level its own capture. */
+    for (unsigned rep = 0; rep < 20; rep++) {
+        std::atomic<unsigned long> leaves{0};
+        kept_nest(pool.token(rep % 2 ? 2 : 1), 7, leaves);
+        unsigned long want = 1ul << 7;
+        for (unsigned long d = 1, nodes = 1ul << 6; d <= 7; d++, nodes >>= 1)
+            want += nodes * d * 1000;
+        TT_EXPECT(leaves == want);
+    }
+#if TT_HPP_EXCEPTIONS
+    /* A throw, then the same lambda type: the next call throws nothing. */
+    for (unsigned i = 0; i < 20; i++) {
+        std::atomic<unsigned> ran{0};
+        auto body = [&ran, i](std::size_t b, std::size_t e) {
+            if (i % 2 == 0 && b == 0)
+                throw std::runtime_error("kept");
+            ran += unsigned(e - b);
+        };
+        bool threw = false;
+        try {
+            pool.token(2).for_ranges(100, 10, body);
+        } catch (const std::runtime_error &) {
+            threw = true;
+        }
+        TT_EXPECT(threw == (i % 2 == 0));
+        if (i % 2)
+            TT_EXPECT(ran == 100);
+    }
+#endif
+    /* Threads at once, each with its own lines. */
+    std::vector<std::thread> ts;
+    std::atomic<int> bad{0};
+    for (unsigned t = 0; t < 3; t++)
+        ts.emplace_back([&, t] {
+            for (unsigned i = 0; i < 100; i++) {
+                std::atomic<unsigned long> sum{0};
+                pool.token(2).for_ranges(n, 1, [&sum, i, t](std::size_t b, std::size_t e) { sum += (i + t) * (e - b); });
+                if (sum != (i + t) * n)
+                    bad++;
+            }
+        });
+    for (auto &th : ts)
+        th.join();
+    TT_EXPECT(bad == 0);
 }
 
 /* A random tree of forks and ranges under `ex`; every leaf counts itself
