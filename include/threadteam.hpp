@@ -279,10 +279,16 @@ template <class F> inline void renew_held(held_fn<F, true> &h, F &fn) noexcept
 {
     static_assert(std::is_trivially_copyable_v<F>);
     /* A callable without state (a lambda without captures) has nothing to
-     * compare; padding bytes that differ only cost a write. */
-    if constexpr (!std::is_empty_v<F>) {
+     * compare. Bytes compare equal exactly when the values do only where
+     * the type has no padding (a lambda capturing by reference: pointers);
+     * elsewhere the copy is written every call. */
+    if constexpr (std::is_empty_v<F>) {
+        return;
+    } else if constexpr (std::has_unique_object_representations_v<F>) {
         if (std::memcmp(static_cast<const void *>(&h.v), static_cast<const void *>(&fn), sizeof(F)) != 0)
             std::memcpy(static_cast<void *>(&h.v), static_cast<const void *>(&fn), sizeof(F));
+    } else {
+        std::memcpy(static_cast<void *>(&h.v), static_cast<const void *>(&fn), sizeof(F));
     }
 }
 
