@@ -38,12 +38,8 @@
  * A callable is called as the caller's object would be: through that object,
  * or, where it is small, trivially copyable and has one call operator that
  * is const (a lambda capturing by reference), through a copy the entry
- * carries in its context. A mutable or generic lambda, or a functor with a
- * non-const overload, is always called through the object. The context
- * (that copy or a pointer, and the exception carrier) sits in a cache line
- * the calling thread keeps per depth of its nested entries and rewrites
- * only where the next call's context differs, so that a loop of calls
- * hands the other threads a line they have already (detail::ctx_lines).
+ * carries in a cache line of its own. A mutable or generic lambda, or a
+ * functor with a non-const overload, is always called through the object.
  * The reductions are tt_reduce_ranges / tt_reduce_sum_d /
  * tt_reduce_minloc_d / tt_reduce_maxloc_d underneath: the same blocks and
  * the same tree, so the same bits for every budget, width and run as the C
@@ -188,18 +184,6 @@ struct carrier {
             std::rethrow_exception(first);
 #endif
     }
-    /* Back to no exception, for the next entry of a kept context (the
-     * exception being thrown, if any, holds its own reference). Writes
-     * nothing when nothing was thrown. */
-    void reset() noexcept
-    {
-        if (!failed_.load(std::memory_order_relaxed))
-            return;
-#if TT_HPP_EXCEPTIONS
-        first = nullptr;
-#endif
-        failed_.store(false, std::memory_order_relaxed);
-    }
 };
 
 /* Run fn; an exception leaving it is kept in c, and then `on_throw(code)`
@@ -262,108 +246,9 @@ template <class F, bool Copy> struct held_fn {
     F &get() const noexcept { return *p; }
 };
 template <class F> struct held_fn<F, true> {
-    std::remove_const_t<F> v; /* renewed in place (renew_held) */
+    F v;
     explicit held_fn(F &f) noexcept : v(f) {}
     const F &get() const noexcept { return v; }
-};
-
-/* Make h hold what a held_fn of fn holds, writing only where it differs
- * (see ctx_lines): the pointer, or the copy's bytes (the callable is
- * trivially copyable there). */
-template <class F> inline void renew_held(held_fn<F, false> &h, F &fn) noexcept
-{
-    if (h.p != &fn)
-        h.p = &fn;
-}
-template <class F> inline void renew_held(held_fn<F, true> &h, F &fn) noexcept
-{
-    static_assert(std::is_trivially_copyable_v<F>);
-    /* A callable without state (a lambda without captures) has nothing to
-     * compare. Bytes compare equal exactly when the values do only where
-     * the type has no padding (a lambda capturing by reference: pointers);
-     * elsewhere the copy is written every call. */
-    if constexpr (std::is_empty_v<F>) {
-        return;
-    } else if constexpr (std::has_unique_object_representations_v<F>) {
-        if (std::memcmp(static_cast<const void *>(&h.v), static_cast<const void *>(&fn), sizeof(F)) != 0)
-            std::memcpy(static_cast<void *>(&h.v), static_cast<const void *>(&fn), sizeof(F));
-    } else {
-        std::memcpy(static_cast<void *>(&h.v), static_cast<const void *>(&fn), sizeof(F));
-    }
-}
-
-/* Lines of the calling thread's own, one per depth of its nested entries
- * (four), where an entry's context stays from one call to the next. A
- * context that the entry's other threads read (the callable or a pointer
- * to it, the exception carrier) is written into its line only where it
- * differs from what the line holds: a loop of calls with the same lambda
- * writes it once, and a participant on another core then finds it in its
- * own cache instead of fetching a line the caller wrote during this very
- * call (a few hundred nanoseconds between far cores: the front's cost on a
- * root of a microsecond). A line holds one context type at a time (tag);
- * an entry of another type, a context larger than a line, or a fifth
- * nested entry on this thread uses the caller's stack. The depth's entry
- * is over, and every thread done with its context, when the entry returns
- * (the library's join), so the next entry at that depth may rewrite it. */
-struct ctx_lines {
-    static constexpr int cap = 4;
-    alignas(64) unsigned char line[cap][64];
-    alignas(64) const void *tag[cap];
-    int depth;
-};
-template <class T> inline constexpr char type_tag = 0;
-inline ctx_lines &my_ctx_lines() noexcept
-{
-    thread_local ctx_lines t{};
-    return t;
-}
-
-/* One entry's context: in this thread's line for its depth (constructed
- * there once per type, renewed since), or in this object. Ctx provides
- * Ctx(A&...), renew(A&...) (write what differs) and rest() (leave the
- * line as the next entry expects it: no exception kept). */
-template <class Ctx> class kept_ctx {
-  public:
-    template <class... A> explicit kept_ctx(A &...a) noexcept
-    {
-        if constexpr (sizeof(Ctx) <= 64 && alignof(Ctx) <= 64) {
-            ctx_lines &t = my_ctx_lines();
-            if (t.depth < ctx_lines::cap) {
-                int d = t.depth++;
-                t_ = &t;
-                void *mem = t.line[d];
-                if (t.tag[d] == &type_tag<Ctx>) {
-                    p_ = std::launder(static_cast<Ctx *>(mem));
-                    p_->renew(a...);
-                } else {
-                    /* The line's last context (another type, its carrier
-                     * at rest) ends here without its destructor. */
-                    p_ = ::new (mem) Ctx(a...);
-                    t.tag[d] = &type_tag<Ctx>;
-                }
-                return;
-            }
-        }
-        p_ = ::new (static_cast<void *>(own_)) Ctx(a...);
-    }
-    ~kept_ctx()
-    {
-        if (t_) {
-            p_->rest();
-            t_->depth--;
-        } else {
-            p_->~Ctx();
-        }
-    }
-    kept_ctx(const kept_ctx &) = delete;
-    kept_ctx &operator=(const kept_ctx &) = delete;
-    Ctx *get() const noexcept { return p_; }
-    Ctx *operator->() const noexcept { return p_; }
-
-  private:
-    ctx_lines *t_ = nullptr;
-    Ctx *p_;
-    alignas(Ctx) unsigned char own_[sizeof(Ctx)];
 };
 
 /* Heap blocks for the tokens the front mints (a tt_exec may not move once
@@ -733,8 +618,6 @@ class exec {
         detail::held_fn<F, job_by_copy<F>> f;
         detail::carrier c;
         explicit job_ctx(F &fn) noexcept : f(fn) {}
-        void renew(F &fn) noexcept { detail::renew_held(f, fn); }
-        void rest() noexcept { c.reset(); }
         static void job(void *a, unsigned i, tt_exec *child) noexcept
         {
             job_ctx *x = static_cast<job_ctx *>(a);
@@ -748,9 +631,9 @@ class exec {
 
     template <class F> int fork_impl(unsigned jobs, F &f)
     {
-        detail::kept_ctx<job_ctx<F>> x(f);
-        int rc = tt_fork(p_, jobs, &job_ctx<F>::job, x.get());
-        x->c.rethrow();
+        job_ctx<F> x(f);
+        int rc = tt_fork(p_, jobs, &job_ctx<F>::job, &x);
+        x.c.rethrow();
         return rc;
     }
 
@@ -758,8 +641,6 @@ class exec {
         detail::held_fn<F, detail::held_by_copy<F, std::size_t, std::size_t>> f;
         detail::carrier c;
         explicit range_ctx(F &fn) noexcept : f(fn) {}
-        void renew(F &fn) noexcept { detail::renew_held(f, fn); }
-        void rest() noexcept { c.reset(); }
         static void body(void *a, std::size_t b, std::size_t e) noexcept
         {
             range_ctx *x = static_cast<range_ctx *>(a);
@@ -773,10 +654,10 @@ class exec {
 
     template <class F> int ranges_impl(std::size_t len, std::size_t grain, F &f, bool dynamic)
     {
-        detail::kept_ctx<range_ctx<F>> x(f);
-        int rc = dynamic ? tt_for_ranges_dynamic(p_, len, grain, &range_ctx<F>::body, x.get())
-                         : tt_for_ranges(p_, len, grain, &range_ctx<F>::body, x.get());
-        x->c.rethrow();
+        range_ctx<F> x(f);
+        int rc = dynamic ? tt_for_ranges_dynamic(p_, len, grain, &range_ctx<F>::body, &x)
+                         : tt_for_ranges(p_, len, grain, &range_ctx<F>::body, &x);
+        x.c.rethrow();
         return rc;
     }
 
@@ -813,8 +694,6 @@ class exec {
         detail::held_fn<F, detail::held_by_copy<F, std::size_t, std::size_t>> f;
         detail::carrier c;
         explicit sum_ctx(F &fn) noexcept : f(fn) {}
-        void renew(F &fn) noexcept { detail::renew_held(f, fn); }
-        void rest() noexcept { c.reset(); }
         static double body(void *a, std::size_t b, std::size_t e) noexcept
         {
             sum_ctx *x = static_cast<sum_ctx *>(a);
@@ -830,10 +709,10 @@ class exec {
 
     template <class F> int sum_impl(std::size_t len, std::size_t grain, F &f, double *out)
     {
-        detail::kept_ctx<sum_ctx<F>> x(f);
+        sum_ctx<F> x(f);
         double r = 0.0;
-        int rc = tt_reduce_sum_d(p_, len, grain, &sum_ctx<F>::body, x.get(), &r);
-        x->c.rethrow();
+        int rc = tt_reduce_sum_d(p_, len, grain, &sum_ctx<F>::body, &x, &r);
+        x.c.rethrow();
         if (rc == TT_OK)
             *out = r;
         return rc;
@@ -1118,13 +997,6 @@ class scope {
         detail::held_fn<F, detail::held_by_copy<F, section &>> f;
         detail::carrier *c;
         section_ctx(F &fn, detail::carrier *cr) noexcept : f(fn), c(cr) {}
-        void renew(F &fn, detail::carrier *cr) noexcept
-        {
-            detail::renew_held(f, fn);
-            if (c != cr)
-                c = cr;
-        }
-        void rest() noexcept {}
         static void call(void *a, tt_section *s) noexcept
         {
             section_ctx *x = static_cast<section_ctx *>(a);
@@ -1136,9 +1008,9 @@ class scope {
     };
     template <class F> int run_impl(unsigned width, F &f)
     {
-        detail::kept_ctx<section_ctx<F>> x(f, c_);
-        int rc = width ? tt_scope_run_with(s_, width, &section_ctx<F>::call, x.get())
-                       : tt_scope_run(s_, &section_ctx<F>::call, x.get());
+        section_ctx<F> x(f, c_);
+        int rc = width ? tt_scope_run_with(s_, width, &section_ctx<F>::call, &x)
+                       : tt_scope_run(s_, &section_ctx<F>::call, &x);
         return rc;
     }
 
@@ -1146,13 +1018,6 @@ class scope {
         detail::held_fn<F, detail::held_by_copy<F, unsigned, scope &>> f;
         detail::carrier *c;
         split_ctx(F &fn, detail::carrier *cr) noexcept : f(fn), c(cr) {}
-        void renew(F &fn, detail::carrier *cr) noexcept
-        {
-            detail::renew_held(f, fn);
-            if (c != cr)
-                c = cr;
-        }
-        void rest() noexcept {}
         static void call(void *a, unsigned part, tt_scope *sub) noexcept
         {
             split_ctx *x = static_cast<split_ctx *>(a);
@@ -1165,16 +1030,14 @@ class scope {
     };
     template <class F> int split_impl(unsigned parts, F &f)
     {
-        detail::kept_ctx<split_ctx<F>> x(f, c_);
-        return tt_scope_split(s_, parts, &split_ctx<F>::call, x.get());
+        split_ctx<F> x(f, c_);
+        return tt_scope_split(s_, parts, &split_ctx<F>::call, &x);
     }
 
     template <class F> struct alignas(64) job_ctx {
         detail::held_fn<F, exec::job_by_copy<F>> f;
         detail::carrier c; /* this fork's own: its first throw */
         explicit job_ctx(F &fn) noexcept : f(fn) {}
-        void renew(F &fn) noexcept { detail::renew_held(f, fn); }
-        void rest() noexcept { c.reset(); }
         static void job(void *a, unsigned i, tt_exec *child) noexcept
         {
             job_ctx *x = static_cast<job_ctx *>(a);
@@ -1187,15 +1050,15 @@ class scope {
     };
     template <class F> int fork_impl(unsigned jobs, F &f)
     {
-        detail::kept_ctx<job_ctx<F>> x(f);
-        int rc = tt_scope_fork(s_, jobs, &job_ctx<F>::job, x.get());
-        if (x->c.failed()) {
+        job_ctx<F> x(f);
+        int rc = tt_scope_fork(s_, jobs, &job_ctx<F>::job, &x);
+        if (x.c.failed()) {
             /* The scope fails as it would had a section thrown; the
              * scope's carrier gets the exception if it has none. */
 #if TT_HPP_EXCEPTIONS
             int code = exception_code;
             try {
-                x->c.rethrow();
+                x.c.rethrow();
             } catch (const error &e) {
                 code = e.code() != TT_OK ? e.code() : exception_code;
                 c_->capture();
