@@ -89,16 +89,6 @@ typedef struct tt__part_work {
     unsigned cpu;    /* CPU to pin to, when pin                          */
 } tt__part_work;
 
-/* Set up a control block of `size` participants on `crew` (`members`:
- * participant p >= 1 is members[p - 1]; NULL on a region crew, where
- * region thread p is participant p). `pool_gen` is the pool generation its
- * child tokens carry: a scope's is the generation of the token that
- * entered (checked at its claim; read from the pool here instead, after a
- * destroy from a member (DOOMED, the generation bumped), it would make the
- * scope's child tokens look live on the dying pool), a split's groups take
- * their parent's, and a persistent team's is the generation it was built
- * at. Inline, so that its stores fold into the caller's frame (every scope
- * sets one up). */
 /* The policy of a block of `size` participants: the scope's, throttled
  * where more participants are awake than the process has CPUs (a scope
  * then spins little, as libgomp does when it manages more threads than
@@ -111,6 +101,16 @@ static inline tt__wait_policy tt__ctl_pol(const tt__wait_policy *pol, unsigned s
     return p;
 }
 
+/* Set up a control block of `size` participants on `crew` (`members`:
+ * participant p >= 1 is members[p - 1]; NULL on a region crew, where
+ * region thread p is participant p). `pool_gen` is the pool generation its
+ * child tokens carry: a scope's is the generation of the token that
+ * entered (checked at its claim; read from the pool here instead, after a
+ * destroy from a member (DOOMED, the generation bumped), it would make the
+ * scope's child tokens look live on the dying pool), a split's groups take
+ * their parent's, and a persistent team's is the generation it was built
+ * at. Inline, so that its stores fold into the caller's frame (every scope
+ * sets one up). */
 static inline void tt__ctl_init(tt__ctl *c, tt_pool *pool, uint32_t pool_gen, tt__crew *crew,
                                 unsigned size, const uint32_t *members,
                                 const tt__wait_policy *pol, void *ledger)

@@ -379,8 +379,8 @@ int tt__test_last_scope_quick(void) { return last_scope_quick; }
 static int scope_quick(tt__exec *x, tt__entry_quick *q, const tt_team_opts *opts, tt_scope_fn fn,
                        void *arg)
 {
-    /* The pool's width is the budget: the settings' throttle (a pool wider
-     * than the CPUs) covers the block's. */
+    /* A scope wider than the CPUs spins little: its block is made with
+     * tt__ctl_pol's throttle (scope.h). */
     scope_settings s = scope_settings_of(x->pool, opts);
     _Atomic int fail = 0;
     bool ran = scope_on_region(x, q->crew, &s, &fail, fn, arg);
@@ -436,7 +436,8 @@ int tt_team_scope_with(tt_exec *ex, const tt_team_opts *opts, tt_scope_fn fn, vo
         tt__place_unreserve(pool, &pl);
         return tt__entry_abort(&fr, rc);
     }
-    s.pol.throttled = s.pol.throttled || budget > tt__cpu_count_cached();
+    /* A scope wider than the CPUs spins little: every block of `budget`
+     * participants is made with tt__ctl_pol's throttle (scope.h). */
     _Atomic int fail = 0;
     bool ran = true;
     if (pl.route == TT__ROUTE_REGION)
