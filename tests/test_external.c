@@ -644,16 +644,6 @@ static void quick_callee(void *arg, unsigned width)
     atomic_store(&c->inner_quick, tt__test_last_external_quick());
     ttomp_quick_region(c, width);
 }
-
-static void *hold_pool(void *arg)
-{
-    reserve_ctx *c = arg;
-    tt_exec ex;
-    c->rc_other = tt_exec_init(&ex, c->pool, tt_pool_width(c->pool));
-    if (c->rc_other == TT_OK)
-        c->rc_other = tt_external(&ex, ext_hold, c);
-    return NULL;
-}
 #endif
 
 /* One width per loop index: under TSan, a callee's region thread made for
@@ -694,8 +684,9 @@ START_TEST(test_external_quick_frame)
         reserve_ctx rc;
         memset(&rc, 0, sizeof rc);
         rc.pool = pool;
+        ext_thread_args held = {&rc, -1}; /* ext_root: a budget of 4, the pool's width */
         pthread_t t;
-        ck_assert_int_eq(pthread_create(&t, NULL, hold_pool, &rc), 0);
+        ck_assert_int_eq(pthread_create(&t, NULL, ext_root, &held), 0);
         ck_assert(th_flag_wait_ge(&rc.in_callback, 1, 20));
         tt_exec ex;
         ck_assert_int_eq(tt_exec_init(&ex, pool, w), TT_OK);
@@ -703,7 +694,7 @@ START_TEST(test_external_quick_frame)
         ck_assert_int_eq(tt__test_last_external_quick(), 0);
         ck_assert_int_eq(th_flag_get(&rc.in_callback), 2);
         ck_assert(th_join_timeout(t, 30));
-        ck_assert_int_eq(rc.rc_other, TT_OK);
+        ck_assert_int_eq(held.rc, TT_OK);
         th_free_pool(pool);
     }
 #endif
