@@ -62,21 +62,26 @@ console=$out/wide-console.txt
 : >"$console"
 say() { echo "$*" | tee -a "$console"; }
 
-# The kit's libgomp first: the programs were linked against it.
-if [ -d "$kit/lib" ]; then
-    LD_LIBRARY_PATH=$(cd "$kit/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# use_kit DIR: its programs, and its libgomp first (they were linked
+# against it).
+ld_path0=${LD_LIBRARY_PATH:-}
+use_kit() {
+    kit=$1
+    paths_bin=$kit/bench_paths
+    roots_bin=$kit/bench_roots
+    LD_LIBRARY_PATH=$ld_path0
+    if [ -d "$kit/lib" ]; then
+        LD_LIBRARY_PATH=$(cd "$kit/lib" && pwd)${ld_path0:+:$ld_path0}
+    fi
     export LD_LIBRARY_PATH
-fi
-paths_bin=$kit/bench_paths
-roots_bin=$kit/bench_roots
+}
+use_kit "$kit"
 if ! "$paths_bin" --system omp --scenario scope --reps 1 --n 1000 >/dev/null 2>&1; then
     say "bench-wide.sh: $paths_bin does not run here; building from the tree"
     if command -v autoreconf >/dev/null && command -v cc >/dev/null; then
         (cd "$here" && make bench-wide-kit >"$out/wide-build.log" 2>&1) ||
             { say "bench-wide.sh: the build failed (wide-build.log)"; exit 1; }
-        kit=$here/build-wide
-        paths_bin=$kit/bench_paths
-        roots_bin=$kit/bench_roots
+        use_kit "$here/build-wide"
     else
         say "bench-wide.sh: no kit that runs and no autoreconf/compiler: nothing measured"
         exit 1
