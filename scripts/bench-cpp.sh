@@ -2,7 +2,7 @@
 # bench-cpp.sh -- the C++ front (include/threadteam.hpp) against the same
 # calls through the C API (bench/bench_cpp.cpp): the C side and the C++ side
 # alternating in separate processes (C first in odd rounds, C++ first in
-# even ones), ROUNDS rounds, both sides calling the same kernel functions on
+# even ones; a scenario's two sides back to back), ROUNDS rounds, both sides calling the same kernel functions on
 # a token minted per call. Per row: the median over the rounds of each
 # side's per-call medians, the ratio C++ / C, the same for the 90th
 # percentile, the median and the worst of the per-round ratios, and the
@@ -31,10 +31,13 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM HUP
+# Each scenario's two sides run one right after the other: the ratio of a
+# round pairs processes seconds apart, not four scenarios apart, so that
+# the host's slower and faster phases fall on both sides of a pair.
 for r in $(seq 1 "$rounds"); do
     if [ $((r % 2)) = 1 ]; then order="c cpp"; else order="cpp c"; fi
-    for sys in $order; do
-        for sc in $scenarios; do
+    for sc in $scenarios; do
+        for sys in $order; do
             if "$bin" --system "$sys" --scenario "$sc" --reps "${CPP_REPS:-7}" > "$tmp/one" 2>"$tmp/err"; then
                 sed "s/^/$r /" "$tmp/one" >> "$tmp/$sys"
             else

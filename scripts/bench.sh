@@ -395,8 +395,8 @@ cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
 wbudget=0
 [ "$pass" = short ] && [ -z "$rounds" ] && wbudget=${BENCH_BUDGET_S:-150}
 case $pass in
-short) rounds=${rounds:-10}; reps=${reps:-15}; rr="--rounds 3 --reps 9"; prounds=7; cgr="--rounds 4 --reps 5"; rrounds=6; trounds=3; crounds=6; orounds=7 ;;
-full) rounds=${rounds:-20}; reps=${reps:-25}; rr="--rounds 5 --reps 21"; prounds=15; cgr="--rounds 10 --reps 7"; rrounds=12; trounds=7; crounds=12; orounds=15 ;;
+short) rounds=${rounds:-10}; reps=${reps:-15}; rr="--rounds 3 --reps 9"; prounds=7; cgr="--rounds 4 --reps 5"; rrounds=6; trounds=3; crounds=14; orounds=7 ;;
+full) rounds=${rounds:-20}; reps=${reps:-25}; rr="--rounds 5 --reps 21"; prounds=15; cgr="--rounds 10 --reps 7"; rrounds=12; trounds=7; crounds=24; orounds=15 ;;
 quick) rounds=${rounds:-1}; reps=${reps:-3}; rr="--rounds 1 --reps 3"; prounds=1; cgr="--rounds 2 --reps 1"; rrounds=1; trounds=1; crounds=1; orounds=1 ;;
 esac
 [ -n "$prounds_opt" ] && prounds=$prounds_opt
@@ -614,7 +614,7 @@ e_cg=$(est cg "$(echo "$cgr" | awk '{ print $2 }')" 3)
 e_reduce=$(est reduce "$rrounds" 2)
 e_tasks=$(est tasks "$trounds" 40)
 e_roots=$(est roots "$orounds" 2)
-e_cpp=$(est cpp "$crounds" 8)
+e_cpp=$(est cpp "$crounds" 4)
 total=$e_waits
 [ -n "$PATHS" ] && total=$((total + e_paths))
 [ -n "$REDUCE" ] && total=$((total + e_reduce))
