@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench-paths.sh -- the everyday paths (bench/bench_paths.c) side by side:
 # raw OpenMP and threadteam alternating in separate processes (OpenMP first
-# in odd rounds, threadteam first in even ones), ROUNDS rounds; prints per
+# in odd rounds, threadteam first in even ones; a scenario's two sides
+# back to back), ROUNDS rounds; prints per
 # row the median over the rounds of each system's per-call medians, the
 # ratio threadteam / OpenMP, the same for the 90th percentile of single
 # calls, the median and the worst of the per-round ratios, and the target:
@@ -170,10 +171,13 @@ distance() {
     if [ -x "$d" ]; then "$d" 2>/dev/null | sed 's/^core_distance: //'; else echo "n/a (core_distance not built)"; fi
 }
 dist_before=$(distance)
+# Each scenario's two sides run back to back, so that a round's ratio pairs
+# processes seconds apart (the host's slower and faster phases fall on both
+# sides of a pair), not a whole side's scenarios apart.
 for r in $(seq 1 "$rounds"); do
     if [ $((r % 2)) = 1 ]; then order="omp tt"; else order="tt omp"; fi
-    for sys in $order; do
-        for sc in $scen_list; do
+    for sc in $scen_list; do
+        for sys in $order; do
             if $run "$bin" --system "$sys" --scenario "$sc" --reps "${PATHS_REPS:-7}" > "$tmp/one" 2>/dev/null; then
                 sed "s/^/$r /" "$tmp/one" >> "$tmp/$sys"
             else
