@@ -2,12 +2,13 @@
 # bench-cpp.sh -- the C++ front (include/threadteam.hpp) against the same
 # calls through the C API (bench/bench_cpp.cpp): the C side and the C++ side
 # alternating in separate processes (C first in odd rounds, C++ first in
-# even ones; a scenario's two sides back to back), ROUNDS rounds, both sides calling the same kernel functions on
-# a token minted per call. Per row: the median over the rounds of each
-# side's per-call medians, the ratio C++ / C, the same for the 90th
-# percentile, the median and the worst of the per-round ratios, and the
-# target: the C++ front adds nothing measurable, ratio of the medians
-# <= 1.02 for every row (for_ranges, fork, the team scope, the sum).
+# even ones; a scenario's two sides back to back), ROUNDS rounds, both
+# sides calling the same kernel functions on a token minted per call. Per
+# row: the median over the rounds of each side's per-call medians, the
+# ratio C++ / C, the same for the 90th percentile, the median and the
+# worst of the per-round ratios, and the target: the C++ front adds
+# nothing measurable, ratio of the medians <= 1.02 for every row
+# (for_ranges, fork, the team scope, the sum).
 #
 # Usage: scripts/bench-cpp.sh [BENCH_BIN] [ROUNDS] [CSV]
 #   BENCH_BIN  default build/bench/bench_cpp

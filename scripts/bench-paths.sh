@@ -2,10 +2,10 @@
 # bench-paths.sh -- the everyday paths (bench/bench_paths.c) side by side:
 # raw OpenMP and threadteam alternating in separate processes (OpenMP first
 # in odd rounds, threadteam first in even ones; a scenario's two sides
-# back to back), ROUNDS rounds; prints per
-# row the median over the rounds of each system's per-call medians, the
-# ratio threadteam / OpenMP, the same for the 90th percentile of single
-# calls, the median and the worst of the per-round ratios, and the target:
+# back to back), ROUNDS rounds; prints per row the median over the rounds
+# of each system's per-call medians, the ratio threadteam / OpenMP, the
+# same for the 90th percentile of single calls, the median and the worst
+# of the per-round ratios, and the target:
 #   quiet, default wait policy (ratio of the medians):
 #     ranges        <= 1.10x `omp parallel for` at 10^5 and 10^6 doubles; at
 #                   10^3 the isolated default is reported (INFO: one nested
