@@ -111,13 +111,27 @@ static void lc_noop_scope(void *arg, tt_scope *s)
 
 /* A sanitizer's runtime may start a thread of its own with the process's
  * first pthread_create: start (and join) one before any thread count is
- * taken as a baseline. */
-static void *lc_nothing(void *arg) { return arg; }
+ * taken as a baseline. The joined thread leaves /proc/self/task a moment
+ * after its join returns, and under load that moment is long enough for a
+ * baseline taken at once to count it: CI's make check on e9c0044 failed
+ * lc_cache_cap_model so ("step 0 (create): 6 threads, model 7" with base
+ * 2 where the process had 1 thread). So the count waits for its tid to
+ * go. */
+static void *lc_nothing(void *arg)
+{
+    *(_Atomic pid_t *)arg = th_gettid();
+    return NULL;
+}
 static void lc_settle_runtime(void)
 {
     pthread_t t;
-    if (pthread_create(&t, NULL, lc_nothing, NULL) == 0)
-        pthread_join(t, NULL);
+    _Atomic pid_t tid = 0;
+    if (pthread_create(&t, NULL, lc_nothing, &tid) != 0)
+        return;
+    pthread_join(t, NULL);
+    uint64_t end = th_now_ns() + (uint64_t)(th_timeout(2.0) * 1e9);
+    while (th_tid_alive(atomic_load(&tid)) && th_now_ns() < end)
+        th_sleep_us(200);
 }
 
 /* Threads of the process once it settled at `want` (a joined thread leaves
