@@ -684,7 +684,7 @@ START_TEST(test_external_quick_frame)
         reserve_ctx rc;
         memset(&rc, 0, sizeof rc);
         rc.pool = pool;
-        ext_thread_args held = {&rc, -1}; /* ext_root: a budget of 4, the pool's width */
+        ext_thread_args held = {&rc, -1}; /* ext_root: a budget of 4, clamped to the width */
         pthread_t t;
         ck_assert_int_eq(pthread_create(&t, NULL, ext_root, &held), 0);
         ck_assert(th_flag_wait_ge(&rc.in_callback, 1, 20));
