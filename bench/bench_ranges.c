@@ -16,6 +16,8 @@
  * num_threads(width) schedule(static)`. The serial loop is reported too.
  * Values are microseconds per call: the median over repetitions, each the
  * mean of --calls calls, pooled over all rounds; p10 and p90 beside it.
+ * Each row's repetitions follow 40 ms of untimed calls (run_system says
+ * why).
  *
  * Options:
  *   --widths LIST  (default: all CPUs of the affinity set)
@@ -74,6 +76,34 @@ static unsigned calls_for(const ropts *o, double trial_us)
     return c < 3 ? 3 : c > 2000 ? 2000 : (unsigned)c;
 }
 
+/* The warm-up before each row's repetitions: at least this long and this
+ * many calls (see run_system). */
+#define WARM_NS 40000000ull
+#define WARM_CALLS 20u
+
+/* One call of a row: the serial loop, a token per call and tt_for_ranges,
+ * or `omp parallel for`. False (after a message) when threadteam failed. */
+static bool one_call(tt_pool *pool, size_t len, unsigned w, bool tt, bool serial)
+{
+    if (serial) {
+        body(NULL, 0, len);
+    } else if (tt) {
+        tt_exec ex;
+        int rc = tt_exec_init(&ex, pool, w);
+        if (rc == TT_OK)
+            rc = tt_for_ranges(&ex, len, 1, body, NULL);
+        if (rc != TT_OK) {
+            fprintf(stderr, "bench_ranges: tt_for_ranges: %s\n", tt_strerror(rc));
+            return false;
+        }
+    } else {
+#pragma omp parallel for num_threads(w) schedule(static)
+        for (size_t i = 0; i < len; i++)
+            xs[i] = xs[i] * 0.999999 + 1e-6;
+    }
+    return true;
+}
+
 /* One system in this process: print "R system len width rep us" lines. */
 static int run_system(const ropts *o)
 {
@@ -110,36 +140,38 @@ static int run_system(const ropts *o)
             for (int serial = 1; serial >= 0; serial--) {
                 if (serial && !tt)
                     continue; /* the serial loop once, in the threadteam process */
-                unsigned calls = 1;
-                /* Repetition 0 is a single timed trial call that warms up
-                 * and sizes the repetitions; it is not reported. */
-                for (unsigned r = 0; r < o->reps + 1; r++) {
-                    uint64_t t0 = bc_now_ns();
-                    for (unsigned k = 0; k < calls; k++) {
-                        if (serial) {
-                            body(NULL, 0, len);
-                        } else if (tt) {
-                            tt_exec ex;
-                            int rc = tt_exec_init(&ex, pool, w);
-                            if (rc == TT_OK)
-                                rc = tt_for_ranges(&ex, len, 1, body, NULL);
-                            if (rc != TT_OK) {
-                                fprintf(stderr, "bench_ranges: tt_for_ranges: %s\n",
-                                        tt_strerror(rc));
-                                return 1;
-                            }
-                        } else {
-#pragma omp parallel for num_threads(w) schedule(static)
-                            for (size_t i = 0; i < len; i++)
-                                xs[i] = xs[i] * 0.999999 + 1e-6;
-                        }
+                /* Untimed calls for WARM_NS first: a process's first calls
+                 * start the team's threads, and on a guest whose idle
+                 * vCPU the host halted the next few can take milliseconds
+                 * each, raw OpenMP's and threadteam's alike, until the
+                 * threads run on CPUs of their own (4 to 8 ms a call for
+                 * up to five calls on host vm). Sized from a single first
+                 * call, a repetition was then 3 or 4 calls, and its mean
+                 * one of those: the p90 of the 10^3 row read 575 us. The
+                 * repetitions are sized from the warm-up's last calls. */
+                uint64_t w0 = bc_now_ns(), wl = w0;
+                unsigned wcalls = 0, late = 0;
+                while (bc_now_ns() - w0 < WARM_NS || wcalls < WARM_CALLS) {
+                    if (!one_call(pool, len, w, tt, serial))
+                        return 1;
+                    wcalls++;
+                    uint64_t t = bc_now_ns();
+                    if (t - w0 >= WARM_NS / 2) {
+                        if (!late)
+                            wl = t;
+                        late++;
                     }
+                }
+                double trial_us = late > 1 ? (double)(bc_now_ns() - wl) / 1000.0 / (late - 1)
+                                           : (double)(bc_now_ns() - w0) / 1000.0 / wcalls;
+                unsigned calls = calls_for(o, trial_us);
+                for (unsigned r = 1; r <= o->reps; r++) {
+                    uint64_t t0 = bc_now_ns();
+                    for (unsigned k = 0; k < calls; k++)
+                        if (!one_call(pool, len, w, tt, serial))
+                            return 1;
                     double us = (double)(bc_now_ns() - t0) / 1000.0 / calls;
-                    if (r == 0)
-                        calls = calls_for(o, us);
-                    else
-                        printf("R %s %zu %u %u %.4f\n", serial ? "serial" : o->system, len, w,
-                               r, us);
+                    printf("R %s %zu %u %u %.4f\n", serial ? "serial" : o->system, len, w, r, us);
                 }
             }
         }

@@ -8,8 +8,8 @@
  * wider than this machine too; sometimes built by the sequence and
  * destroyed while the others use it) and gives every thread a few token
  * slots. Every thread then makes 4..24 steps, each a public call chosen at
- * random: mint a root (budget 0..9), tt_fork / tt_for_ranges /
- * tt_broadcast / tt_external / tt_team_scope on a slot, reborrow (into a
+ * random: mint a root (budget 0..9), tt_fork / tt_for_ranges (static or
+ * dynamic) / tt_broadcast / tt_external / tt_team_scope on a slot, reborrow (into a
  * chain, onto itself, into a cycle), limit (0 too), finish, copy a token
  * by memcpy, NULL arguments, absurd sizes (jobs 0, grain 0, len SIZE_MAX),
  * destroy of a pool under load, tt_can_broadcast against tt_broadcast.
@@ -426,6 +426,16 @@ static void calls(thr *t, tt_exec *ex, unsigned depth)
             grain = SIZE_MAX;
         }
         range_ctx r = {.len = len};
+        if (op == 3 && below(s, 2) == 0) {
+            /* The dynamic form: one call per chunk of grain. */
+            rc = tt_for_ranges_dynamic(ex, len, grain, fz_range, &r);
+            EXPECT(codes_entry, rc, "tt_for_ranges_dynamic");
+            size_t chunks = grain ? len / grain + (len % grain != 0) : 0;
+            if (rc == TT_OK && (atomic_load(&r.covered) != len || atomic_load(&r.calls) != chunks))
+                FAIL("tt_for_ranges_dynamic(len %zu, grain %zu): covered %zu in %u calls", len,
+                     grain, atomic_load(&r.covered), atomic_load(&r.calls));
+            break;
+        }
         rc = tt_for_ranges(ex, len, grain, fz_range, &r);
         EXPECT(codes_entry, rc, "tt_for_ranges");
         if (rc == TT_OK && atomic_load(&r.covered) != len)

@@ -16,8 +16,9 @@
  * to W (default 8, wider than the machine too; default or dedicated
  * settings, random waits), 1 to K caller threads (default 4, at most 8),
  * each minting a few roots with random budgets and running a random tree
- * of entries on each: tt_fork (nested), tt_for_ranges, tt_broadcast,
- * tt_external (with an OpenMP region inside, when built with OpenMP),
+ * of entries on each: tt_fork (nested), tt_for_ranges (static and
+ * dynamic), tt_broadcast, tt_external (with an OpenMP region inside, when
+ * built with OpenMP),
  * team scopes (tt_team_scope_with + tt_scope_run / run_with / split /
  * fork / reborrow, with barriers inside the sections), reborrows, limits,
  * new roots minted inside tasks (on the same pool from a member, or on the
@@ -336,9 +337,14 @@ static int op_fork(node *n, uint64_t *s)
 typedef struct range_arg {
     node *n;
     size_t len, grain;
+    bool dynamic; /* tt_for_ranges_dynamic: chunks of grain, first come */
+    pthread_t caller;
+    _Atomic bool caller_started;
     _Atomic unsigned char hits[MAXLEN];
     _Atomic unsigned calls;
     _Atomic unsigned short_ranges;
+    _Atomic unsigned bad_chunks;    /* dynamic: a call that is not one chunk */
+    _Atomic unsigned caller_not_0;  /* dynamic: the caller's first chunk was not 0 */
 } range_arg;
 
 static void range_body(void *arg, size_t b, size_t e)
@@ -348,6 +354,15 @@ static void range_body(void *arg, size_t b, size_t e)
     atomic_fetch_add(&r->calls, 1);
     if (e - b < r->grain)
         atomic_fetch_add(&r->short_ranges, 1);
+    if (r->dynamic) {
+        /* Chunk c is [c * grain, min(len, (c + 1) * grain)); the caller's
+         * task starts with chunk 0. */
+        if (b % r->grain != 0 || (e - b != r->grain && e != r->len) || e - b > r->grain)
+            atomic_fetch_add(&r->bad_chunks, 1);
+        if (pthread_equal(pthread_self(), r->caller) &&
+            !atomic_exchange(&r->caller_started, true) && b != 0)
+            atomic_fetch_add(&r->caller_not_0, 1);
+    }
     if (b > e || e > r->len)
         fail("range [%zu, %zu) outside [0, %zu)", b, e, r->len);
     else
@@ -358,36 +373,60 @@ static void range_body(void *arg, size_t b, size_t e)
     live_sub(r->n->r, 1);
 }
 
-static int op_ranges(node *n, uint64_t *s)
+/* tt_for_ranges, or (dynamic) tt_for_ranges_dynamic: the same coverage,
+ * and the shape of each form's calls: at most `budget` ranges of at least
+ * grain (static), or exactly one call per chunk of grain, the caller's
+ * first being chunk 0 (dynamic). The live counter holds either to the
+ * budget. */
+static int op_ranges_as(node *n, uint64_t *s, bool dynamic)
 {
     range_arg *r = calloc(1, sizeof *r);
     if (!r)
         return TT_ENOMEM;
     r->n = n;
+    r->dynamic = dynamic;
+    r->caller = pthread_self();
     r->len = below(s, 8) == 0 ? 0 : below(s, MAXLEN);
     r->grain = 1 + below(s, 64);
+    const char *what = dynamic ? "tt_for_ranges_dynamic" : "tt_for_ranges";
     unsigned budget = tt_exec_budget(n->ex);
-    int rc = ENTRY(n, tt_for_ranges(n->ex, r->len, r->grain, range_body, r));
-    CHECK(rc == TT_OK, "tt_for_ranges(len %zu, grain %zu): %s", r->len, r->grain,
+    int rc = dynamic ? ENTRY(n, tt_for_ranges_dynamic(n->ex, r->len, r->grain, range_body, r))
+                     : ENTRY(n, tt_for_ranges(n->ex, r->len, r->grain, range_body, r));
+    CHECK(rc == TT_OK, "%s(len %zu, grain %zu): %s", what, r->len, r->grain,
           tt_status_name(rc));
     if (rc == TT_OK) {
         for (size_t i = 0; i < r->len; i++) {
             if (atomic_load(&r->hits[i]) != 1) {
-                fail("tt_for_ranges(len %zu, grain %zu, budget %u): index %zu ran %u times",
-                     r->len, r->grain, budget, i, (unsigned)atomic_load(&r->hits[i]));
+                fail("%s(len %zu, grain %zu, budget %u): index %zu ran %u times", what, r->len,
+                     r->grain, budget, i, (unsigned)atomic_load(&r->hits[i]));
                 break;
             }
         }
         unsigned calls = atomic_load(&r->calls);
-        CHECK(calls <= (budget ? budget : 1), "tt_for_ranges: %u ranges on budget %u", calls,
-              budget);
-        CHECK(atomic_load(&r->short_ranges) == 0 || calls == 1,
-              "tt_for_ranges(len %zu, grain %zu): %u ranges shorter than grain among %u", r->len,
-              r->grain, atomic_load(&r->short_ranges), calls);
+        if (dynamic) {
+            size_t chunks = r->len / r->grain + (r->len % r->grain != 0);
+            CHECK(calls == chunks, "%s(len %zu, grain %zu): %u calls for %zu chunks", what,
+                  r->len, r->grain, calls, chunks);
+            CHECK(atomic_load(&r->bad_chunks) == 0,
+                  "%s(len %zu, grain %zu): %u calls were not one chunk", what, r->len, r->grain,
+                  atomic_load(&r->bad_chunks));
+            CHECK(atomic_load(&r->caller_not_0) == 0,
+                  "%s(len %zu, grain %zu, budget %u): the caller's first chunk was not chunk 0",
+                  what, r->len, r->grain, budget);
+        } else {
+            CHECK(calls <= (budget ? budget : 1), "%s: %u ranges on budget %u", what, calls,
+                  budget);
+            CHECK(atomic_load(&r->short_ranges) == 0 || calls == 1,
+                  "%s(len %zu, grain %zu): %u ranges shorter than grain among %u", what, r->len,
+                  r->grain, atomic_load(&r->short_ranges), calls);
+        }
     }
     free(r);
     return rc;
 }
+
+/* Static two times in three. */
+static int op_ranges(node *n, uint64_t *s) { return op_ranges_as(n, s, below(s, 3) == 0); }
 
 /* ------------------------------------------------------------------------ */
 /* tt_broadcast                                                              */

@@ -305,6 +305,7 @@ enum kind {
     K_FORK,        /* a job per slot                                   */
     K_FORK_NESTED, /* jobs that fork again                             */
     K_RANGES,
+    K_RANGES_DYN,  /* chunks handed out: a task runs several shares    */
     K_BCAST,
     K_SCOPE,       /* narrower sections, and the callback itself        */
     K_SPLIT,       /* split parts and scope forks                       */
@@ -315,7 +316,8 @@ enum kind {
     K_NKINDS
 };
 
-static const char *kind_name[K_NKINDS] = {"fork", "fork-nested", "ranges", "broadcast",
+static const char *kind_name[K_NKINDS] = {"fork", "fork-nested", "ranges", "ranges-dynamic",
+                                          "broadcast",
                                           "scope", "split", "inline-b1", "inline-one-job",
                                           "serial", "external-b1"};
 
@@ -339,6 +341,8 @@ static int run_kind(tt_pool *pool, unsigned budget, enum kind k, probe_stats *P)
         return tt_fork(&ex, 2, job_nested, P);
     case K_RANGES:
         return tt_for_ranges(&ex, 64, 1, body_probe, P);
+    case K_RANGES_DYN:
+        return tt_for_ranges_dynamic(&ex, 64, 4, body_probe, P);
     case K_BCAST:
         return tt_broadcast(&ex, bcast_probe, P);
     case K_SCOPE:
@@ -1098,10 +1102,19 @@ static void icv_split_scope(void *arg, tt_scope *scope)
     TT_CHECK(rc == TT_OK, "icv split: %s", tt_strerror(rc));
 }
 
-/* Two entries of `jobs` jobs (0: a team scope split into parts) on fresh
- * tokens of `pool` with `budget`, from this thread: the ICVs the caller sees are the same after each, and the
- * second entry's jobs see what the first entry's saw. */
-static void icv_rounds(tt_pool *pool, unsigned budget, unsigned jobs, const char *where)
+/* A chunk of grain 1 of tt_for_ranges_dynamic as job `begin`. */
+static void icv_chunk(void *arg, size_t begin, size_t end)
+{
+    (void)end;
+    icv_job(arg, (unsigned)begin, NULL);
+}
+
+/* Two entries of `jobs` jobs (0: a team scope split into parts; with
+ * `dynamic`, chunks of tt_for_ranges_dynamic) on fresh tokens of `pool`
+ * with `budget`, from this thread: the ICVs the caller sees are the same
+ * after each, and the second entry's jobs see what the first entry's saw. */
+static void icv_rounds_as(tt_pool *pool, unsigned budget, unsigned jobs, bool dynamic,
+                          const char *where)
 {
     icvs before = icvs_now();
     icv_round R;
@@ -1110,7 +1123,9 @@ static void icv_rounds(tt_pool *pool, unsigned budget, unsigned jobs, const char
         tt_exec ex;
         int rc = tt_exec_init(&ex, pool, budget);
         if (rc == TT_OK)
-            rc = jobs ? tt_fork(&ex, jobs, icv_job, &R) : tt_team_scope(&ex, icv_split_scope, &R);
+            rc = dynamic ? tt_for_ranges_dynamic(&ex, jobs, 1, icv_chunk, &R)
+                 : jobs  ? tt_fork(&ex, jobs, icv_job, &R)
+                         : tt_team_scope(&ex, icv_split_scope, &R);
         TT_CHECK(rc == TT_OK, "%s: fork: %s", where, tt_strerror(rc));
         icvs after = icvs_now();
         TT_CHECK(icvs_same(&after, &before, true),
@@ -1121,6 +1136,11 @@ static void icv_rounds(tt_pool *pool, unsigned budget, unsigned jobs, const char
     }
     TT_CHECK(atomic_load(&R.differ) == 0, "%s: %u shares saw an earlier share's ICV changes",
              where, atomic_load(&R.differ));
+}
+
+static void icv_rounds(tt_pool *pool, unsigned budget, unsigned jobs, const char *where)
+{
+    icv_rounds_as(pool, budget, jobs, false, where);
 }
 
 typedef struct icv_nested {
@@ -1165,6 +1185,9 @@ START_TEST(test_share_icvs_stay_in_the_share)
     icv_rounds(region, 2, 4, "caller's team, more jobs than budget");
     icv_rounds(dedicated, 2, 2, "private crew");
     icv_rounds(dedicated, 2, 4, "private crew, more jobs than budget");
+    icv_rounds_as(region, 2, 6, true, "caller's team, dynamic chunks");
+    icv_rounds_as(dedicated, 2, 6, true, "private crew, dynamic chunks");
+    icv_rounds_as(region, 1, 3, true, "inline dynamic chunks, budget 1");
     icv_rounds(region, 2, 0, "split parts, caller's team");
     icv_rounds(dedicated, 2, 0, "split parts, private crew");
     pthread_t t;
