@@ -5,10 +5,14 @@
 # tt_scope_split") added. The fault test (test_faults.sh) accepts exactly
 # these codes from each function; a code that a function returns and its
 # Errors line does not list fails it.
+#
+# A doc comment is read as one line: each line's leading stars go and runs
+# of blanks become one, so that a reference broken across lines ("those
+# of" at the end of one, "tt_fork" on the next) is still found.
 hdr=${1:?usage: errors_from_header.sh threadteam.h}
 awk '
 /\/\*\*/ { doc = ""; indoc = 1 }
-indoc { doc = doc " " $0 }
+indoc { line = $0; sub(/^[ \t]*\*+/, "", line); doc = doc " " line; gsub(/[ \t]+/, " ", doc) }
 /\*\// { indoc = 0; next }
 /^(TT_NODISCARD )?[a-z][a-z_ *]*[ *]tt_[a-z_]+\(/ {
     name = $0; sub(/\(.*/, "", name); sub(/.*[ *]/, "", name)

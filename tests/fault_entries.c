@@ -168,6 +168,18 @@ static void entries(tt_pool *pool, unsigned width)
     } else
         check("tt_exec_init", rc);
 
+    /* tt_for_ranges_dynamic: 0..999 in chunks of 7, sum 499500 */
+    if ((rc = tt_exec_init(&ex, pool, width)) == TT_OK) {
+        atomic_store(&sum, 0);
+        rc = tt_for_ranges_dynamic(&ex, 1000, 7, range, NULL);
+        check("tt_for_ranges_dynamic", rc);
+        if (rc == TT_OK && atomic_load(&sum) != 499500)
+            wrong("tt_for_ranges_dynamic");
+        if (rc != TT_OK)
+            tt_exec_finish(&ex);
+    } else
+        check("tt_exec_init", rc);
+
     /* tt_broadcast: one bit per member */
     if ((rc = tt_exec_init(&ex, pool, width)) == TT_OK) {
         atomic_store(&sum, 0);

@@ -63,7 +63,8 @@
 static uint64_t bit(int rc) { return rc >= 0 && rc < 63 ? 1ull << rc : 1ull << 63; }
 
 /* The header's Errors lines (include/threadteam.h.in). */
-static uint64_t codes_entry, codes_bcast, codes_scope, codes_init, codes_destroy, codes_ext;
+static uint64_t codes_entry, codes_dyn, codes_bcast, codes_scope, codes_init, codes_destroy,
+    codes_ext;
 
 /* The codes of one function, from FUZZ_ERRORS: a file of lines "name CODE
  * CODE ..." that tests/errors_from_header.sh derives from the installed
@@ -96,12 +97,14 @@ static void codes_setup(void)
     const char *path = getenv("FUZZ_ERRORS");
     if (path) {
         codes_entry = codes_from_file(path, "tt_fork");
+        codes_dyn = codes_from_file(path, "tt_for_ranges_dynamic");
         codes_bcast = codes_from_file(path, "tt_broadcast");
         codes_scope = codes_from_file(path, "tt_team_scope");
         codes_init = codes_from_file(path, "tt_exec_init");
         codes_destroy = codes_from_file(path, "tt_pool_destroy");
         codes_ext = codes_from_file(path, "tt_external");
-        if (codes_entry && codes_bcast && codes_scope && codes_init && codes_destroy && codes_ext)
+        if (codes_entry && codes_dyn && codes_bcast && codes_scope && codes_init &&
+            codes_destroy && codes_ext)
             return;
         fprintf(stderr, "fuzz: %s lacks a function's line; using the built-in lists\n", path);
     }
@@ -109,6 +112,7 @@ static void codes_setup(void)
                          TT_EFORKED, TT_EDESTROYED, TT_ENOMEM};
     for (size_t i = 0; i < sizeof entry / sizeof *entry; i++)
         codes_entry |= bit(entry[i]);
+    codes_dyn = codes_entry;
     /* A broadcast, an external and a team scope need their threads: a
      * private crew that cannot start is TT_EAGAIN, one that came out short
      * a refusal. A fork or ranges never fails for want of threads. */
@@ -429,7 +433,7 @@ static void calls(thr *t, tt_exec *ex, unsigned depth)
         if (op == 3 && below(s, 2) == 0) {
             /* The dynamic form: one call per chunk of grain. */
             rc = tt_for_ranges_dynamic(ex, len, grain, fz_range, &r);
-            EXPECT(codes_entry, rc, "tt_for_ranges_dynamic");
+            EXPECT(codes_dyn, rc, "tt_for_ranges_dynamic");
             size_t chunks = grain ? len / grain + (len % grain != 0) : 0;
             if (rc == TT_OK && (atomic_load(&r.covered) != len || atomic_load(&r.calls) != chunks))
                 FAIL("tt_for_ranges_dynamic(len %zu, grain %zu): covered %zu in %u calls", len,

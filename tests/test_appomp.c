@@ -119,7 +119,8 @@ static void w_ext(void *arg, unsigned width)
 #endif
 }
 
-/* fork, for_ranges, broadcast and external on tokens of `budget` (a serial
+/* fork, for_ranges (static and dynamic), broadcast and external on tokens
+ * of `budget` (a serial
  * token when pool is NULL). Test thread only (ck_assert). */
 static void do_work(tt_pool *pool, unsigned budget)
 {
@@ -139,13 +140,15 @@ static void do_work(tt_pool *pool, unsigned budget)
     MINT();
     ck_assert_int_eq(tt_for_ranges(&ex, 1000, 10, w_body, &w), TT_OK);
     MINT();
+    ck_assert_int_eq(tt_for_ranges_dynamic(&ex, 500, 7, w_body, &w), TT_OK);
+    MINT();
     unsigned bb = tt_exec_budget(&ex);
     ck_assert_int_eq(tt_broadcast(&ex, w_bcast, &w), TT_OK);
     MINT();
     ck_assert_int_eq(tt_external(&ex, w_ext, &w), TT_OK);
 #undef MINT
     ck_assert_int_eq(atomic_load(&w.ext_width_bad), 0);
-    ck_assert_int_eq(atomic_load(&w.sum), 15 + 1000 + (long)(bb * (bb - 1) / 2));
+    ck_assert_int_eq(atomic_load(&w.sum), 15 + 1000 + 500 + (long)(bb * (bb - 1) / 2));
 }
 
 #if TT_PARALLEL_ENABLED

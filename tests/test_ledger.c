@@ -138,7 +138,11 @@ static void random_entry(tree *t, tt_exec *ex, uint64_t *s, node *kids, bool may
     case 2: {
         size_t len = th_rng_below(s, 41);
         size_t grain = 1 + th_rng_below(s, 8);
-        note_rc(t, tt_for_ranges(use, len, grain, tree_body, kids), "tt_for_ranges");
+        if (th_rng_below(s, 2))
+            note_rc(t, tt_for_ranges_dynamic(use, len, grain, tree_body, kids),
+                    "tt_for_ranges_dynamic");
+        else
+            note_rc(t, tt_for_ranges(use, len, grain, tree_body, kids), "tt_for_ranges");
         break;
     }
     case 3:
