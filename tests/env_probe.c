@@ -25,7 +25,9 @@
  *    work.
  * Exit status 0 when every check held, 1 otherwise.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <threadteam.h>
 
 #include <dlfcn.h>
@@ -104,9 +106,13 @@ static void fork_job(void *arg, unsigned i, tt_exec *child)
     if (depth < 2) {
         int rc = tt_fork(child, 3, fork_job, (void *)(intptr_t)(depth + 1));
         CHECK(rc == TT_OK, "nested fork: %s", tt_strerror(rc));
-    } else {
+    } else if (i % 2 == 0) {
         int rc = tt_for_ranges(child, 64, 1, leaf_body, NULL);
         CHECK(rc == TT_OK, "ranges in a share: %s", tt_strerror(rc));
+    } else {
+        /* Chunks handed out: several shares in turn on one task. */
+        int rc = tt_for_ranges_dynamic(child, 64, 8, leaf_body, NULL);
+        CHECK(rc == TT_OK, "dynamic ranges in a share: %s", tt_strerror(rc));
     }
 }
 
