@@ -546,13 +546,20 @@ static int omp_level1_thread_num(void)
  * on a plain thread). These are the calling task's own ICVs
  * (data-environment scope since OpenMP 5.0), so nothing outside this call
  * sees them. */
+/* Each ICV is written only where it differs, on the way in and on the way
+ * out: a full-width root on a thread whose settings already match (a pool
+ * as wide as the application's team) writes none. A write costs more than
+ * a read (libgomp's omp_set_* finds the task's ICVs for writing), and
+ * what the callee set on this thread is put back all the same. */
 static void omp_external_enter(unsigned width, int saved[4])
 {
     saved[0] = omp_get_max_active_levels();
     saved[1] = omp_get_max_threads();
     saved[2] = omp_get_dynamic();
-    omp_set_dynamic(0);
-    omp_set_num_threads((int)width);
+    if (saved[2])
+        omp_set_dynamic(0);
+    if (saved[1] != (int)width)
+        omp_set_num_threads((int)width);
     /* The callee's region must be active: nested in a member (whose share is
      * confined, omp_confine), or this thread's own top-level region inside
      * an inline run the library isolated. And it is the one active level the
@@ -569,9 +576,12 @@ static void omp_external_enter(unsigned width, int saved[4])
 
 static void omp_external_leave(const int saved[4])
 {
-    omp_set_max_active_levels(saved[0]);
-    omp_set_num_threads(saved[1]);
-    omp_set_dynamic(saved[2]);
+    if (omp_get_max_active_levels() != saved[0])
+        omp_set_max_active_levels(saved[0]);
+    if (omp_get_max_threads() != saved[1])
+        omp_set_num_threads(saved[1]);
+    if (omp_get_dynamic() != saved[2])
+        omp_set_dynamic(saved[2]);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -608,28 +618,78 @@ static void omp_external_leave(const int saved[4])
  *    callee may replace it (omp_set_default_allocator).
  *
  * Marks live in a fixed table: entries [0, made) exist; `busy` says which
- * are in use. An entry is taken and given back under `mark_lock`
- * (tt_external is not a hot path at the scale of a mutex: a mutex pair
- * costs tens of nanoseconds, the smallest callee microseconds). Readers scan
- * without the lock: a thread only finds a mark that its ancestry put in
- * force and that is therefore still taken. An entry's allocator forwards to
- * one allocator (`fb`), so an entry is reused only for the same one.
+ * are in use. A thread takes an entry by setting its `busy` from false to
+ * true (a compare-and-swap) and gives it back by clearing it; the entry's
+ * other fields are its taker's until then. A thread first tries the entry
+ * it used last (`last_mark`), which is free again whenever its externals do
+ * not overlap: externals on many threads at once then write no line they
+ * share (a mutex pair at each end of every external, as before, was one
+ * lock for the whole process; on two cores the change measured about 4 ns
+ * an external). Otherwise it scans under `mark_lock`, which orders the
+ * table's growth. Readers scan without
+ * either: a thread only finds a mark that its ancestry put in force and
+ * that is therefore still taken. An entry's allocator forwards to one
+ * allocator (`fb`), so an entry is reused for the same one as it is, and
+ * for another only once its taker has made it a new allocator.
  */
 #define TT__MARKS 256
 #define TT__TAG_BASE 0x40000000
 
+/* A line each: threads that call externals at once each take their own
+ * entry again and again (last_mark), and must not write each other's line. */
 typedef struct callee_mark {
-    _Atomic omp_allocator_handle_t h; /* omp_null_allocator: none made   */
-    omp_allocator_handle_t fb;        /* what h forwards to               */
+    _Alignas(64) _Atomic omp_allocator_handle_t h; /* omp_null_allocator: none made   */
+    /* What h forwards to: written by the entry's taker, read by threads
+     * looking for a free entry. */
+    _Atomic omp_allocator_handle_t fb;
     const void *_Atomic pool;
     struct callee_mark *_Atomic outer;
     omp_allocator_handle_t saved; /* the taker's default before the mark */
-    bool busy;
+    _Atomic bool busy;
 } callee_mark;
 
 static callee_mark marks[TT__MARKS];
 static _Atomic unsigned marks_made;
 static pthread_mutex_t mark_lock = PTHREAD_MUTEX_INITIALIZER;
+static TT__TLS_HOT callee_mark *last_mark;
+
+/* Take m if it is free. Acquire: the last taker's writes to the entry (its
+ * allocator, fb) happen before this taker reads them; its release is the
+ * store that gives the entry back (omp_callee_unmark). */
+static bool mark_try_take(callee_mark *m)
+{
+    bool free = false;
+    return !atomic_load_explicit(&m->busy, memory_order_relaxed) &&
+           atomic_compare_exchange_strong_explicit(&m->busy, &free, true, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
+/* A free entry for allocator `cur`, taken: one that forwards to it, else
+ * one without an allocator, else a new one; NULL when none is free and the
+ * table is full. (An entry that forwards to another allocator is not made
+ * over: its allocator would be lost, as nothing destroys one.) */
+static callee_mark *mark_take_slow(omp_allocator_handle_t cur)
+{
+    callee_mark *m = NULL;
+    pthread_mutex_lock(&mark_lock);
+    unsigned made = atomic_load_explicit(&marks_made, memory_order_relaxed);
+    for (unsigned i = 0; i < made && !m; i++)
+        if (atomic_load_explicit(&marks[i].fb, memory_order_relaxed) == cur &&
+            mark_try_take(&marks[i]))
+            m = &marks[i];
+    for (unsigned i = 0; i < made && !m; i++)
+        if (atomic_load_explicit(&marks[i].h, memory_order_relaxed) == omp_null_allocator &&
+            mark_try_take(&marks[i]))
+            m = &marks[i];
+    if (!m && made < TT__MARKS) {
+        m = &marks[made];
+        atomic_store_explicit(&m->h, omp_null_allocator, memory_order_relaxed);
+        atomic_store_explicit(&m->busy, true, memory_order_relaxed);
+        atomic_store_explicit(&marks_made, made + 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&mark_lock);
+    return m;
+}
 
 static callee_mark *mark_find(omp_allocator_handle_t h)
 {
@@ -736,38 +796,35 @@ static void *omp_callee_mark(const void *pool)
     callee_mark *outer = tag_find();
     if (!outer)
         outer = mark_find(cur);
-    callee_mark *m = NULL;
-    pthread_mutex_lock(&mark_lock);
-    unsigned made = atomic_load_explicit(&marks_made, memory_order_relaxed);
-    for (unsigned i = 0; i < made && !m; i++)
-        if (!marks[i].busy && marks[i].fb == cur)
-            m = &marks[i];
-    for (unsigned i = 0; i < made && !m; i++)
-        if (!marks[i].busy && atomic_load_explicit(&marks[i].h, memory_order_relaxed) ==
-                                  omp_null_allocator)
-            m = &marks[i];
-    if (!m && made < TT__MARKS) {
-        m = &marks[made];
-        atomic_store_explicit(&m->h, omp_null_allocator, memory_order_relaxed);
-        atomic_store_explicit(&marks_made, made + 1, memory_order_release);
+    callee_mark *m = last_mark;
+    if (m && atomic_load_explicit(&m->fb, memory_order_relaxed) == cur && mark_try_take(m)) {
+        /* Made over for another allocator between the look and the take
+         * (only an entry without an allocator is): give it back. */
+        if (atomic_load_explicit(&m->fb, memory_order_relaxed) != cur) {
+            atomic_store_explicit(&m->busy, false, memory_order_release);
+            m = NULL;
+        }
+    } else {
+        m = NULL;
     }
-    if (m && (atomic_load_explicit(&m->h, memory_order_relaxed) == omp_null_allocator ||
-              m->fb != cur)) {
+    if (!m)
+        m = mark_take_slow(cur);
+    if (!m)
+        return NULL;
+    last_mark = m;
+    if (atomic_load_explicit(&m->h, memory_order_relaxed) == omp_null_allocator ||
+        atomic_load_explicit(&m->fb, memory_order_relaxed) != cur) {
         /* May fail (no memory): the tag alone marks the callee then. */
         atomic_store_explicit(&m->h, forwarding_allocator(cur), memory_order_relaxed);
-        m->fb = cur;
+        atomic_store_explicit(&m->fb, cur, memory_order_relaxed);
     }
-    if (m) {
-        m->busy = true;
-        m->saved = cur;
-        /* Release: a thread that inherits the mark reads these after the
-         * region start that copied it (libgomp's own synchronisation, which
-         * TSan does not see, hence atomics). */
-        atomic_store_explicit(&m->pool, pool, memory_order_release);
-        atomic_store_explicit(&m->outer, outer, memory_order_release);
-    }
-    pthread_mutex_unlock(&mark_lock);
-    if (m && atomic_load_explicit(&m->h, memory_order_relaxed) != omp_null_allocator)
+    m->saved = cur;
+    /* Release: a thread that inherits the mark reads these after the
+     * region start that copied it (libgomp's own synchronisation, which
+     * TSan does not see, hence atomics). */
+    atomic_store_explicit(&m->pool, pool, memory_order_release);
+    atomic_store_explicit(&m->outer, outer, memory_order_release);
+    if (atomic_load_explicit(&m->h, memory_order_relaxed) != omp_null_allocator)
         rt_set_default_allocator(atomic_load_explicit(&m->h, memory_order_relaxed));
     return m;
 }
@@ -779,10 +836,8 @@ static void omp_callee_unmark(void *mark)
         return;
     if (atomic_load_explicit(&m->h, memory_order_relaxed) != omp_null_allocator)
         rt_set_default_allocator(m->saved);
-    pthread_mutex_lock(&mark_lock);
     atomic_store_explicit(&m->pool, NULL, memory_order_relaxed);
-    m->busy = false;
-    pthread_mutex_unlock(&mark_lock);
+    atomic_store_explicit(&m->busy, false, memory_order_release);
 }
 
 /* Call fn(ctx) with the mark's tag in force (see above). */

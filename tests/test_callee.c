@@ -263,6 +263,101 @@ START_TEST(test_callee_sees_app_allocator)
     omp_destroy_allocator(app);
 }
 END_TEST
+
+/* Three threads make full-width externals on two pools (two of them take
+ * turns on one pool, the third runs beside them on the other), each
+ * switching its default allocator between two from call to call (an entry
+ * of the library's table of marks forwards to one allocator: a switch
+ * takes another entry, a repeat the thread's last one). Each callee's
+ * threads enter their pool: they must run, never wait for the slots their
+ * own external holds (a wrong mark, or one two externals share, hangs
+ * here, caught by the join's timeout), while the other thread's externals
+ * on that pool wait for them (the width holds). */
+typedef struct turns {
+    shared_count c[2];
+    omp_allocator_handle_t alloc[2];
+    bool switch_alloc;
+    _Atomic unsigned externals;
+} turns;
+
+typedef struct turns_arg {
+    turns *t;
+    int pool;
+} turns_arg;
+
+static void ttomp_callee_enters(void *arg, unsigned width)
+{
+    shared_count *c = arg;
+#pragma omp parallel num_threads(width)
+    {
+        tt_exec ex;
+        int rc = tt_exec_init(&ex, c->pool, 1);
+        if (rc == TT_OK)
+            rc = tt_fork(&ex, 1, count_job, c);
+        TT_CHECK(rc == TT_OK, "callee thread's fork: %s", tt_status_name(rc));
+    }
+}
+
+static void *turns_thread(void *arg)
+{
+    turns_arg *a = arg;
+    turns *t = a->t;
+    shared_count *c = &t->c[a->pool];
+    omp_allocator_handle_t before = omp_get_default_allocator();
+    for (int r = 0; r < 40; r++) {
+        if (t->switch_alloc)
+            omp_set_default_allocator(t->alloc[(r / 2) % 2]);
+        tt_exec ex;
+        int rc = tt_exec_init(&ex, c->pool, c->width);
+        if (rc == TT_OK)
+            rc = tt_external(&ex, ttomp_callee_enters, c);
+        TT_CHECK(rc == TT_OK, "external: %s", tt_status_name(rc));
+        if (rc == TT_OK)
+            atomic_fetch_add(&t->externals, 1);
+    }
+    if (t->switch_alloc)
+        omp_set_default_allocator(before);
+    return NULL;
+}
+
+START_TEST(test_callees_of_threads_at_once)
+{
+    omp_set_max_active_levels(4);
+    omp_set_dynamic(0);
+    unsigned w = 2;
+    turns t;
+    memset(&t, 0, sizeof t);
+    for (int p = 0; p < 2; p++) {
+        t.c[p].pool = th_make_pool(w);
+        t.c[p].width = w;
+        th_live_init(&t.c[p].live);
+    }
+    /* (Not where this program's allocator calls land in another runtime.) */
+    t.switch_alloc = !allocator_calls_split("test_callees_of_threads_at_once: switching");
+    if (t.switch_alloc) {
+        omp_alloctrait_t tr[] = {{omp_atk_alignment, 128}};
+        t.alloc[0] = omp_init_allocator(omp_default_mem_space, 1, tr);
+        t.alloc[1] = omp_default_mem_alloc;
+    }
+    pthread_t th[3];
+    turns_arg args[3] = {{&t, 0}, {&t, 1}, {&t, 0}};
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, turns_thread, &args[i]), 0);
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(th_join_timeout(th[i], 50), "thread %d: hung", i);
+    ck_assert_uint_eq(atomic_load(&t.externals), 3 * 40);
+    ck_assert_uint_eq(atomic_load(&t.c[0].jobs), 2 * 40 * w);
+    ck_assert_uint_eq(atomic_load(&t.c[1].jobs), 40 * w);
+    for (int p = 0; p < 2; p++) {
+        ck_assert_msg(th_live_max(&t.c[p].live) <= (int)w,
+                      "%d threads ran pool work on a width-%u pool", th_live_max(&t.c[p].live), w);
+        th_free_pool(t.c[p].pool);
+    }
+    if (t.switch_alloc)
+        omp_destroy_allocator(t.alloc[0]);
+    th_assert_no_failures();
+}
+END_TEST
 #endif
 
 static Suite *callee_suite(void)
@@ -274,6 +369,7 @@ static Suite *callee_suite(void)
     tcase_add_test(tc, test_callee_sets_default_allocator_nested);
     tcase_add_test(tc, test_app_default_allocator_keeps_the_cap);
     tcase_add_test(tc, test_callee_sees_app_allocator);
+    tcase_add_test(tc, test_callees_of_threads_at_once);
 #else
     (void)tc;
 #endif

@@ -381,6 +381,62 @@ static void job_external_twice(void *arg, unsigned i, tt_exec *child)
 }
 #endif
 
+typedef struct caller_icv_ctx {
+    int max_threads, dynamic, active_ok; /* what the callee saw on entry */
+} caller_icv_ctx;
+
+/* Reads what the callee is handed, then changes all three settings the
+ * external writes, to values that differ from both of the caller's
+ * configurations below. */
+static void ext_change_settings(void *arg, unsigned width)
+{
+    (void)width;
+    caller_icv_ctx *c = arg;
+    c->max_threads = omp_get_max_threads();
+    c->dynamic = omp_get_dynamic();
+    c->active_ok = omp_get_max_active_levels() > omp_get_active_level();
+    omp_set_num_threads(7);
+    omp_set_dynamic(!omp_get_dynamic());
+    omp_set_max_active_levels(3);
+}
+
+/* A full-width external from the main thread (the quick frame) hands the
+ * callee its width with dynamic adjustment off, and the caller's settings
+ * are what they were after it, whatever the callee set: where they already
+ * matched the callee's (nothing to write on the way in) and where they did
+ * not. */
+START_TEST(test_external_restores_caller_settings)
+{
+#if TT_PARALLEL_ENABLED
+    tt_pool *pool = th_make_pool(4);
+    int w = (int)tt_pool_width(pool);
+    const int nthreads[2] = {w, w + 1}, dynamic[2] = {0, 1}, mal[2] = {1, 4};
+    for (int k = 0; k < 2; k++) {
+        omp_set_num_threads(nthreads[k]);
+        omp_set_dynamic(dynamic[k]);
+        omp_set_max_active_levels(mal[k]);
+        icvs before, after;
+        read_icvs(&before);
+        caller_icv_ctx c = {0};
+        tt_exec ex;
+        ck_assert_int_eq(tt_exec_init(&ex, pool, (unsigned)w), TT_OK);
+        ck_assert_int_eq(tt_external(&ex, ext_change_settings, &c), TT_OK);
+        ck_assert_int_eq(c.max_threads, w);
+        ck_assert_int_eq(c.dynamic, 0);
+        ck_assert_int_eq(c.active_ok, 1);
+        read_icvs(&after);
+        ck_assert_msg(icvs_eq(&before, &after),
+                      "configuration %d: the callee's settings stayed behind (max threads %d, "
+                      "dynamic %d, max active levels %d; before %d, %d, %d)",
+                      k, after.max_threads, after.dynamic, after.max_active_levels,
+                      before.max_threads, before.dynamic, before.max_active_levels);
+    }
+    omp_set_dynamic(0);
+    th_free_pool(pool);
+#endif
+}
+END_TEST
+
 START_TEST(test_external_restores_member_settings)
 {
 #if TT_PARALLEL_ENABLED
@@ -951,6 +1007,7 @@ static Suite *external_suite(void)
     tcase_add_test(tc, test_external_from_members);
     tc = th_tcase(s, "settings", 60);
     tcase_add_test(tc, test_external_restores_member_settings);
+    tcase_add_test(tc, test_external_restores_caller_settings);
     tcase_add_test(tc, test_external_reserves_width);
     tcase_add_test(tc, test_external_caps_application_nesting);
     tcase_add_test(tc, test_external_restores_pinned_mask);
