@@ -622,11 +622,11 @@ static void omp_external_leave(const int saved[4])
  * true (a compare-and-swap) and gives it back by clearing it; the entry's
  * other fields are its taker's until then. A thread first tries the entry
  * it used last (`last_mark`), which is free again whenever its externals do
- * not overlap: externals on many threads at once then write no line they
- * share (a mutex pair at each end of every external, as before, was one
- * lock for the whole process; on two cores the change measured about 4 ns
- * an external). Otherwise it scans under `mark_lock`, which orders the
- * table's growth. Readers scan without
+ * not overlap, so that externals on many threads at once write no line
+ * they share: one lock taken at both ends of every external in the process
+ * made two threads' externals several times dearer than one thread's
+ * (docs/design/runs/2026-12-07-external-marks.md). Otherwise it scans
+ * under `mark_lock`, which orders the table's growth. Readers scan without
  * either: a thread only finds a mark that its ancestry put in force and
  * that is therefore still taken. An entry's allocator forwards to one
  * allocator (`fb`), so an entry is reused for the same one as it is, and
