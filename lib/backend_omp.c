@@ -668,10 +668,36 @@ static bool mark_try_take(callee_mark *m)
  * one without an allocator, else a new one; NULL when none is free and the
  * table is full. (An entry that forwards to another allocator is not made
  * over: its allocator would be lost, as nothing destroys one.) */
+/* A fork() child has only the forking thread: mark_lock is held across the
+ * fork (prepare) and given back on both sides, so that a child never
+ * starts with it held by a thread it does not have (its first external
+ * would wait forever). Entries busy in other threads of the parent stay
+ * busy in the child: the table has room. */
+static void marks_atfork_prepare(void) { pthread_mutex_lock(&mark_lock); }
+static void marks_atfork_release(void) { pthread_mutex_unlock(&mark_lock); }
+static pthread_once_t marks_atfork_once = PTHREAD_ONCE_INIT;
+static _Atomic uint64_t mark_lock_hold_ns; /* test hook (test_hooks.h) */
+
+uint64_t tt__test_mark_lock_hold_ns(uint64_t ns)
+{
+    return atomic_exchange_explicit(&mark_lock_hold_ns, ns, memory_order_relaxed);
+}
+
+static void marks_atfork_register(void)
+{
+    pthread_atfork(marks_atfork_prepare, marks_atfork_release, marks_atfork_release);
+}
+
 static callee_mark *mark_take_slow(omp_allocator_handle_t cur)
 {
     callee_mark *m = NULL;
+    pthread_once(&marks_atfork_once, marks_atfork_register);
     pthread_mutex_lock(&mark_lock);
+    uint64_t hold = atomic_load_explicit(&mark_lock_hold_ns, memory_order_relaxed);
+    if (hold) {
+        struct timespec ts = {(time_t)(hold / 1000000000u), (long)(hold % 1000000000u)};
+        nanosleep(&ts, NULL);
+    }
     unsigned made = atomic_load_explicit(&marks_made, memory_order_relaxed);
     for (unsigned i = 0; i < made && !m; i++)
         if (atomic_load_explicit(&marks[i].fb, memory_order_relaxed) == cur &&
@@ -797,6 +823,8 @@ static void *omp_callee_mark(const void *pool)
     if (!outer)
         outer = mark_find(cur);
     callee_mark *m = last_mark;
+    if (atomic_load_explicit(&mark_lock_hold_ns, memory_order_relaxed))
+        m = NULL; /* the test hook: every mark through the scan */
     if (m && atomic_load_explicit(&m->fb, memory_order_relaxed) == cur && mark_try_take(m)) {
         /* Made over for another allocator between the look and the take
          * (only an entry without an allocator is): give it back. */

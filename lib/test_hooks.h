@@ -55,6 +55,10 @@ void tt__test_crew_cache_drain(void);
 
 /* backend_omp.c: the most threads a root's region asks for (0: no cap). */
 void tt__test_region_cap(unsigned cap);
+/* backend_omp.c: when not 0, every callee mark is taken through the scan
+ * of the table, which holds the table's lock this long (so that a fork()
+ * finds it held); returns the previous hook. */
+uint64_t tt__test_mark_lock_hold_ns(uint64_t ns);
 
 /* pool.c */
 /* Every root takes the private crew (tests/test_lifecycle.c). */

@@ -1659,9 +1659,11 @@ START_TEST(lc_fork_child_team_into_pool_led)
 }
 END_TEST
 
-/* fork() while other threads are inside entries, and while others build
- * and drop default pools (the cache and pool-object locks): no child
- * hangs, every child sees TT_EFORKED and can build new pools. */
+/* fork() while other threads are inside entries, while others build and
+ * drop default pools (the cache and pool-object locks), and while one
+ * makes nested externals (the table of callee marks and its lock): no
+ * child hangs, every child sees TT_EFORKED and can build new pools and
+ * use them, an external too. */
 typedef struct lc_bg {
     lc_fk *f;
     _Atomic int stop;
@@ -1683,6 +1685,32 @@ static void *lc_bg_entries(void *arg)
             TT_CHECK(rc == TT_OK, "background broadcast: %s", tt_status_name(rc));
         }
         atomic_fetch_add(&b->loops, 1);
+    }
+    return NULL;
+}
+
+/* An external whose callee makes an external of its own on another pool:
+ * the inner one finds the thread's last mark taken by the outer one and
+ * takes another under the table's lock, on every call. */
+static void lc_nested_ext(void *arg, unsigned w)
+{
+    (void)w;
+    tt_exec ex;
+    if (tt_exec_init(&ex, arg, 2) == TT_OK) {
+        int rc = tt_external(&ex, lc_noop_ext, NULL);
+        TT_CHECK(rc == TT_OK, "inner external: %s", tt_status_name(rc));
+    }
+}
+
+static void *lc_bg_externals(void *arg)
+{
+    lc_bg *b = arg;
+    while (!atomic_load(&b->stop)) {
+        tt_exec ex;
+        if (tt_exec_init(&ex, b->f->def, 2) == TT_OK) {
+            int rc = tt_external(&ex, lc_nested_ext, b->f->ded);
+            TT_CHECK(rc == TT_OK, "background external: %s", tt_status_name(rc));
+        }
     }
     return NULL;
 }
@@ -1711,6 +1739,11 @@ static int lc_child_forked_busy(void *arg)
     if (!p)
         return 1;
     TT_CHECK(lc_use(p), "use");
+    /* The child's first external takes a mark under the table's lock,
+     * which a background thread of the parent may have held at the
+     * fork. */
+    if (tt_exec_init(&ex, p, 2) == TT_OK)
+        TT_CHECK(tt_external(&ex, lc_noop_ext, NULL) == TT_OK, "external");
     lc_destroy(p);
     return 0;
 }
@@ -1730,9 +1763,13 @@ START_TEST(lc_fork_while_busy)
     lc_build_fk(&f, false);
     th_assert_no_failures();
     lc_bg b = {.f = &f};
-    pthread_t t1, t2;
+    pthread_t t1, t2, t3;
     pthread_create(&t1, NULL, lc_bg_entries, &b);
     pthread_create(&t2, NULL, lc_bg_churn, &b);
+    pthread_create(&t3, NULL, lc_bg_externals, &b);
+    /* The externals' thread holds the marks' lock most of the time, so
+     * that the forks find it held. */
+    uint64_t hold_was = tt__test_mark_lock_hold_ns(200000);
     unsigned n = th_iters(20);
     if (n < 3)
         n = 3;
@@ -1748,7 +1785,8 @@ START_TEST(lc_fork_while_busy)
     }
     /* Stop and free everything before asserting. */
     atomic_store(&b.stop, 1);
-    bool joined = th_join_timeout(t1, 10) && th_join_timeout(t2, 10);
+    bool joined = th_join_timeout(t1, 10) && th_join_timeout(t2, 10) && th_join_timeout(t3, 10);
+    tt__test_mark_lock_hold_ns(hold_was);
     lc_free_fk(&f);
     char what[64];
     snprintf(what, sizeof what, "fork %u of %u while busy", bad_at, n);
