@@ -545,12 +545,10 @@ static int omp_level1_thread_num(void)
  * nested inside a member, or its own top-level region (a full-width root
  * on a plain thread). These are the calling task's own ICVs
  * (data-environment scope since OpenMP 5.0), so nothing outside this call
- * sees them. */
-/* Each ICV is written only where it differs, on the way in and on the way
- * out: a full-width root on a thread whose settings already match (a pool
- * as wide as the application's team) writes none. A write costs more than
- * a read (libgomp's omp_set_* finds the task's ICVs for writing), and
- * what the callee set on this thread is put back all the same. */
+ * sees them. Each is written only where it differs, on the way in and on
+ * the way out: a full-width root on a thread whose settings already match
+ * (a pool as wide as the application's team) writes none, and what the
+ * callee set on this thread is put back all the same. */
 static void omp_external_enter(unsigned width, int saved[4])
 {
     saved[0] = omp_get_max_active_levels();
@@ -664,10 +662,6 @@ static bool mark_try_take(callee_mark *m)
                                                    memory_order_relaxed);
 }
 
-/* A free entry for allocator `cur`, taken: one that forwards to it, else
- * one without an allocator, else a new one; NULL when none is free and the
- * table is full. (An entry that forwards to another allocator is not made
- * over: its allocator would be lost, as nothing destroys one.) */
 /* A fork() child has only the forking thread: mark_lock is held across the
  * fork (prepare) and given back on both sides, so that a child never
  * starts with it held by a thread it does not have (its first external
@@ -688,6 +682,10 @@ static void marks_atfork_register(void)
     pthread_atfork(marks_atfork_prepare, marks_atfork_release, marks_atfork_release);
 }
 
+/* A free entry for allocator `cur`, taken: one that forwards to it, else
+ * one without an allocator, else a new one; NULL when none is free and the
+ * table is full. (An entry that forwards to another allocator is not made
+ * over: its allocator would be lost, as nothing destroys one.) */
 static callee_mark *mark_take_slow(omp_allocator_handle_t cur)
 {
     callee_mark *m = NULL;
