@@ -411,6 +411,9 @@ START_TEST(test_external_restores_caller_settings)
     tt_pool *pool = th_make_pool(4);
     int w = (int)tt_pool_width(pool);
     const int nthreads[2] = {w, w + 1}, dynamic[2] = {0, 1}, mal[2] = {1, 4};
+    /* Put back after (under CK_FORK=no the next test runs in this process). */
+    icvs orig;
+    read_icvs(&orig);
     for (int k = 0; k < 2; k++) {
         omp_set_num_threads(nthreads[k]);
         omp_set_dynamic(dynamic[k]);
@@ -431,7 +434,9 @@ START_TEST(test_external_restores_caller_settings)
                       k, after.max_threads, after.dynamic, after.max_active_levels,
                       before.max_threads, before.dynamic, before.max_active_levels);
     }
-    omp_set_dynamic(0);
+    omp_set_num_threads(orig.max_threads);
+    omp_set_dynamic(orig.dynamic);
+    omp_set_max_active_levels(orig.max_active_levels);
     th_free_pool(pool);
 #endif
 }
