@@ -1689,9 +1689,11 @@ static void *lc_bg_entries(void *arg)
     return NULL;
 }
 
-/* An external whose callee makes an external of its own on another pool:
- * the inner one finds the thread's last mark taken by the outer one and
- * takes another under the table's lock, on every call. */
+/* An external whose callee makes an external of its own on another pool.
+ * With the private crews this test forces, each callee runs on a member
+ * of its pool, so each mark is taken on a thread of its own and would go
+ * through the table's fast path; the test hook set below sends every mark
+ * through the scan under the table's lock instead. */
 static void lc_nested_ext(void *arg, unsigned w)
 {
     (void)w;
